@@ -1,0 +1,48 @@
+"""The task interface every task module implements.
+
+A task is one module in tasks/ plus one YAML file in conf/task/ whose `_target_` names the class.
+There is no registry: `_target_` is the registration.
+
+    python -m pytest tests/test_tasks.py
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import datasets
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the harness needs from a task.
+
+    `load(split)` returns a Dataset with a `prompt` column (the user-facing problem text, *not*
+    chat-formatted: the harness applies a model's chat template when its config asks for one)
+    plus every column `reward` needs. Splits: "train", "validation", "test".
+
+    `reward(completions, **columns)` follows TRL's reward-function convention: `completions` is a
+    list of completion strings (the completion only, never prompt+completion), each dataset column
+    arrives as a keyword list aligned with it, and unknown keywords are ignored via **kwargs.
+    GRPO and PPO take it unchanged and ES calls the same function.
+
+    `extract_answer(text)` returns a canonical answer string for majority voting, or None when
+    the completion holds no parsable answer (None never wins a vote).
+    """
+
+    name: str
+    version: int
+
+    def load(self, split: str) -> datasets.Dataset: ...
+
+    def reward(self, completions: list[str], **kwargs) -> list[float]: ...
+
+    def extract_answer(self, text: str) -> str | None: ...
+
+    def is_correct(self, completion: str, **row) -> bool: ...
+
+
+class TaskDataError(ValueError):
+    """A data file is missing or a row is malformed; the message names the file, row and fix."""
