@@ -1,0 +1,167 @@
+"""Policy = model + tokenizer + prompt formatting, and batched generation that counts its tokens.
+
+Models load from a zoo name (harness/checkpoints/<name>), a local path, or a hub id. Generation is
+batched HF `generate` with left padding; it returns the texts *and* the token counts the FLOPs
+ledger charges (prompt tokens and decoded tokens up to and including EOS, per sequence).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+ZOO_DIR = Path(__file__).parent / "checkpoints"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be found or loaded; the message says where we looked and what to do."""
+
+
+@dataclass
+class Policy:
+    """A causal LM, its tokenizer and how prompts are shown to it.
+
+    Args:
+        model: the causal LM (trained in place by the methods).
+        tokenizer: its tokenizer; padding side is forced to "left" for batched generation.
+        name: the model's name or path, for records.
+        chat_template: wrap each prompt as a user turn with the tokenizer's chat template
+            (instruct models); False feeds the raw prompt (the zoo's base models).
+        system_prompt: optional system turn when chat_template is on.
+    """
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    chat_template: bool = False
+    system_prompt: str | None = None
+
+    def format(self, prompt: str) -> str:
+        """The exact text the model sees for a task prompt."""
+        if not self.chat_template:
+            return prompt
+        messages = [{"role": "user", "content": prompt}]
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Map a zoo name or local path to a directory, or pass a hub id through unchanged."""
+    if (ZOO_DIR / name_or_path).is_dir():
+        return str(ZOO_DIR / name_or_path)
+    p = Path(name_or_path).expanduser()
+    if p.exists():
+        return str(p)
+    looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") != 1
+    if looks_local:
+        zoo = sorted(d.name for d in ZOO_DIR.iterdir() if d.is_dir()) if ZOO_DIR.is_dir() else []
+        raise ModelLoadError(
+            f"model path {name_or_path!r} does not exist; pass an existing directory, a hub id "
+            f"like Qwen/Qwen2.5-1.5B-Instruct, or a zoo model: {', '.join(zoo) or '(none built)'}"
+        )
+    return name_or_path  # a hub id "org/name"
+
+
+def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool = False,
+                system_prompt: str | None = None, device: str = "auto") -> Policy:
+    """Load a policy from a zoo name, local path or hub id.
+
+    Args:
+        name_or_path: zoo name (e.g. "zoo-1m"), a directory, or a hub id.
+        dtype: "float32", "bfloat16", "float16" or "auto".
+        chat_template: see Policy.
+        system_prompt: see Policy.
+        device: "auto" (cuda if available, else cpu), "cpu" or "cuda".
+    """
+    path = resolve_model_path(name_or_path)
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"model.dtype={dtype!r} is unknown; use one of {sorted(DTYPES)}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    except OSError as e:
+        raise ModelLoadError(
+            f"could not load {name_or_path!r} ({type(e).__name__}: {str(e).splitlines()[0]}); "
+            "for a hub id check the name and that the hub is reachable (or pre-download it and pass "
+            "its local path), for a directory check it holds config.json, weights and tokenizer files"
+        ) from None
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device).eval()
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if chat_template and tokenizer.chat_template is None:
+        raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
+    log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, device)
+    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt)
+
+
+@dataclass
+class Generation:
+    """Completions for a list of prompts, `n` per prompt, with the token counts actually used.
+
+    texts[i][j] is completion j of prompt i; prompt_tokens[i] the prompt's length;
+    completion_tokens[i][j] the decoded tokens of that completion up to and including EOS.
+    """
+
+    texts: list[list[str]]
+    prompt_tokens: list[int]
+    completion_tokens: list[list[int]]
+
+
+@torch.no_grad()
+def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = True,
+             temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 32,
+             batch_size: int = 64, seed: int | None = None) -> Generation:
+    """Batched generation with left padding.
+
+    Args:
+        policy: the model to sample from.
+        prompts: task prompts (formatted with `policy.format` here).
+        n: completions per prompt (must be 1 when greedy).
+        greedy: greedy decoding (temperature/top_p ignored) or sampling.
+        temperature, top_p: sampling parameters.
+        max_new_tokens: decode at most this many tokens per completion.
+        batch_size: sequences per `generate` call (prompts x n are flattened, then chunked).
+        seed: seeds torch's RNG before sampling, for reproducible samples.
+    """
+    if greedy and n != 1:
+        raise ValueError("greedy decoding gives one completion per prompt; set n=1 or greedy=False")
+    tok, model = policy.tokenizer, policy.model
+    if seed is not None:
+        torch.manual_seed(seed)
+    texts = [policy.format(p) for p in prompts]
+    flat = [t for t in texts for _ in range(n)]
+    out_text, out_len, prompt_len = [], [], []
+    for start in range(0, len(flat), batch_size):
+        chunk = flat[start:start + batch_size]
+        enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+        kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        seqs = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
+                              eos_token_id=tok.eos_token_id, **kwargs)
+        new = seqs[:, enc["input_ids"].shape[1]:]
+        out_text += tok.batch_decode(new, skip_special_tokens=True)
+        out_len += _lengths_to_eos(new, tok.eos_token_id, tok.pad_token_id)
+        prompt_len += enc["attention_mask"].sum(1).tolist()
+    return Generation(
+        texts=[out_text[i * n:(i + 1) * n] for i in range(len(prompts))],
+        prompt_tokens=[prompt_len[i * n] for i in range(len(prompts))],
+        completion_tokens=[out_len[i * n:(i + 1) * n] for i in range(len(prompts))],
+    )
+
+
+def _lengths_to_eos(new: torch.Tensor, eos_id: int, pad_id: int) -> list[int]:
+    """Decoded tokens per row, up to and including the first EOS (padding after it is not work)."""
+    is_end = (new == eos_id) | (new == pad_id)
+    lengths = []
+    for row, ends in zip(new, is_end):
+        idx = torch.nonzero(ends)
+        lengths.append(int(idx[0]) + 1 if len(idx) else row.shape[0])
+    return lengths

@@ -1,0 +1,129 @@
+"""The tiny-model zoo: Qwen2-architecture base models trained from scratch on Countdown.
+
+No model hub is reachable in tests or on a fresh laptop, so the project makes its own base models.
+Each is a Qwen2 causal LM with the character tokenizer (harness/chartok.py), trained with plain
+next-token loss on the completion of procedurally generated, solvable 3-number Countdown problems
+from the zoo's *train* split (tasks/countdown.py), for a fixed number of steps, then saved with a
+CARD.md holding the rebuild command, steps, wall time and measured base scores.
+
+    python -m harness.zoo build zoo-1m          # rebuild one model (minutes on 2 CPU cores)
+    python -m harness.zoo list
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config
+
+from harness.chartok import build_char_tokenizer
+from harness.policy import ZOO_DIR
+from tasks.countdown import _split_of, random_problem
+
+
+@dataclass(frozen=True)
+class ZooSpec:
+    """Architecture and training recipe of one zoo model."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    steps: int
+    lr: float
+    batch: int = 256
+    save_dtype: str = "float32"  # the largest is stored in bfloat16 to keep the repo small
+    seed: int = 0
+
+
+ZOO = {
+    "zoo-100k": ZooSpec(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=176, steps=1500, lr=3e-3),
+    "zoo-1m": ZooSpec(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=352, steps=1000, lr=2e-3),
+    "zoo-4m": ZooSpec(hidden=256, layers=5, heads=8, kv_heads=4, intermediate=704, steps=700, lr=1e-3,
+                      batch=128, save_dtype="bfloat16"),
+}
+
+
+def make_model(spec: ZooSpec, vocab_size: int, eos_id: int, pad_id: int):
+    cfg = Qwen2Config(vocab_size=vocab_size, hidden_size=spec.hidden, num_hidden_layers=spec.layers,
+                      num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
+                      intermediate_size=spec.intermediate, max_position_embeddings=512,
+                      tie_word_embeddings=True, eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None)
+    torch.manual_seed(spec.seed)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+
+
+def training_batch(tok, rng: random.Random, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and labels; the loss sees only the solution and EOS, never the prompt."""
+    seqs, labels = [], []
+    while len(seqs) < batch:
+        p = random_problem(rng)
+        if _split_of(p["nums"], p["target"]) != "train":
+            continue  # validation/test problems are never trained on
+        prompt = tok(f"{' '.join(map(str, p['nums']))}>{p['target']}:", add_special_tokens=False)["input_ids"]
+        answer = tok(p["solution"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        seqs.append(prompt + answer)
+        labels.append([-100] * len(prompt) + answer)
+    width = max(map(len, seqs))
+    ids = torch.full((batch, width), tok.pad_token_id)
+    lab = torch.full((batch, width), -100)
+    for i, (s, l) in enumerate(zip(seqs, labels)):
+        ids[i, :len(s)], lab[i, :len(l)] = torch.tensor(s), torch.tensor(l)
+    return ids, lab
+
+
+def train(name: str, threads: int = 2) -> dict:
+    """Train zoo model `name` from scratch, save it under harness/checkpoints/<name>, return stats."""
+    spec = ZOO[name]
+    torch.set_num_threads(threads)
+    tok = build_char_tokenizer()
+    model = make_model(spec, len(tok), tok.eos_token_id, tok.pad_token_id)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = 100
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, (s + 1) / warmup) * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / spec.steps)))))
+    rng = random.Random(f"zoo-train-{spec.seed}")
+    model.train()
+    start = time.time()
+    for step in range(spec.steps):
+        ids, lab = training_batch(tok, rng, spec.batch)
+        loss = model(input_ids=ids, attention_mask=(ids != tok.pad_token_id).long(), labels=lab).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step(), sched.step(), opt.zero_grad(set_to_none=True)
+        if step % 100 == 0 or step == spec.steps - 1:
+            print(f"{name} step {step:5d}/{spec.steps} loss {loss.item():.4f} {time.time() - start:6.0f}s", flush=True)
+    wall = time.time() - start
+    out = ZOO_DIR / name
+    out.mkdir(parents=True, exist_ok=True)
+    model.eval().to(getattr(torch, spec.save_dtype)).save_pretrained(out)
+    tok.save_pretrained(out)
+    stats = {"name": name, "params": model.num_parameters(), "spec": asdict(spec), "train_wall_s": round(wall, 1),
+             "final_loss": round(loss.item(), 4), "torch_threads": threads, "torch": torch.__version__}
+    (out / "train_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    return stats
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m harness.zoo", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="train one zoo model from scratch and write its card")
+    b.add_argument("name", choices=sorted(ZOO))
+    b.add_argument("--threads", type=int, default=2)
+    sub.add_parser("list", help="list zoo models and whether they are built")
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
+        for n, s in ZOO.items():
+            print(f"{n:10s} hidden={s.hidden} layers={s.layers} built={(ZOO_DIR / n / 'config.json').exists()}")
+        return
+    print(json.dumps(train(args.name, args.threads), indent=2))
+
+
+if __name__ == "__main__":
+    main()
