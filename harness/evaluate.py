@@ -1,0 +1,137 @@
+"""Evaluate a policy on one split of a task: greedy accuracy, pass@k, maj@k, mean reward, with CIs.
+
+Greedy decoding gives the ES paper's accuracy metric. Then `n_samples` completions per prompt are
+sampled (temperature/top_p from conf/eval): pass@k uses the unbiased estimator of Chen et al. 2021,
+maj@k the majority vote over extracted answers (harness/metrics.py). Every metric is a mean over
+prompts with a bootstrap 95% CI over prompts.
+
+    python -m harness method=base          # evaluates the default zoo model on Countdown
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.flops import generation_flops
+from harness.metrics import maj_at_k, pass_at_k, summarize
+from harness.policy import Generation, Policy, generate
+
+log = logging.getLogger(__name__)
+CURVE_KS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class EvalConfigError(ValueError):
+    """An evaluation setting is inconsistent; the message says which key to change."""
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation settings (conf/eval/*.yaml).
+
+    Args:
+        n_samples: sampled completions per prompt; must be >= every k in pass_ks and maj_ks.
+        temperature, top_p: sampling parameters for the sampled completions.
+        pass_ks, maj_ks: the k of the pass@k and maj@k columns.
+        greedy: also decode greedily (the ES paper's accuracy).
+        n_prompts: evaluate at most this many prompts (None: the task's n_eval).
+        max_new_tokens: None = the task's max_new_tokens.
+        batch_size: sequences per generate call.
+        n_boot: bootstrap resamples for the 95% CIs.
+        maj_subsets: random k-subsets averaged for maj@k when n_samples > k.
+        n_examples: completions kept in the run record.
+        seed: sampling, bootstrap and subset seed.
+    """
+
+    n_samples: int = 32
+    temperature: float = 1.0
+    top_p: float = 1.0
+    pass_ks: list[int] = field(default_factory=lambda: [1, 16, 32])
+    maj_ks: list[int] = field(default_factory=lambda: [16, 32])
+    greedy: bool = True
+    n_prompts: int | None = None
+    max_new_tokens: int | None = None
+    batch_size: int = 512
+    n_boot: int = 1000
+    maj_subsets: int = 200
+    n_examples: int = 8
+    seed: int = 1234
+
+    def __post_init__(self):
+        big = max([*self.pass_ks, *self.maj_ks], default=0)
+        if self.n_samples < big:
+            raise EvalConfigError(f"eval.n_samples={self.n_samples} is smaller than the largest k={big}; "
+                                  f"set eval.n_samples>={big} or drop that k from eval.pass_ks/eval.maj_ks")
+        if self.n_samples < 1 and not self.greedy:
+            raise EvalConfigError("nothing to evaluate: set eval.greedy=true or eval.n_samples>=1")
+
+
+@dataclass
+class EvalResult:
+    metrics: dict[str, dict]          # metric -> {mean, ci_low, ci_high, n}
+    pass_curve: dict[int, float]      # k -> mean pass@k, for the pass@k plot
+    examples: list[dict]
+    flops: float
+    wall_s: float
+
+
+def evaluate(policy: Policy, task, split: str, cfg: EvalConfig) -> EvalResult:
+    """Score `policy` on `split` of `task` (see module docstring)."""
+    start = time.time()
+    rows = task.load(split)
+    limit = cfg.n_prompts or getattr(task, "n_eval", None)
+    if limit:
+        rows = rows.select(range(min(limit, len(rows))))
+    cols = {c: rows[c] for c in rows.column_names}
+    prompts = cols["prompt"]
+    max_new = cfg.max_new_tokens or task.max_new_tokens
+    per_prompt: dict[str, list[float]] = {}
+    flops, examples = 0.0, []
+    was_training = policy.model.training
+    policy.model.eval()
+    if cfg.greedy:
+        g = generate(policy, prompts, greedy=True, max_new_tokens=max_new, batch_size=cfg.batch_size)
+        flops += _flops(policy, g)
+        texts = [t[0] for t in g.texts]
+        per_prompt["greedy_acc"] = [float(task.is_correct(t, **_row(cols, i))) for i, t in enumerate(texts)]
+        per_prompt["greedy_reward"] = task.reward(texts, **_others(cols))
+        examples += [{"prompt": prompts[i], "completion": texts[i], "correct": bool(per_prompt["greedy_acc"][i]),
+                      "decoding": "greedy"} for i in range(min(cfg.n_examples, len(texts)))]
+    curve = {}
+    if cfg.n_samples:
+        s = generate(policy, prompts, n=cfg.n_samples, greedy=False, temperature=cfg.temperature, top_p=cfg.top_p,
+                     max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed)
+        flops += _flops(policy, s)
+        n = cfg.n_samples
+        correct = [[task.is_correct(t, **_row(cols, i)) for t in s.texts[i]] for i in range(len(prompts))]
+        flat = [t for ts in s.texts for t in ts]
+        rewards = np.array(task.reward(flat, **{k: [v for v in vs for _ in range(n)] for k, vs in _others(cols).items()}))
+        per_prompt["mean_reward"] = rewards.reshape(len(prompts), n).mean(1).tolist()
+        counts = [sum(c) for c in correct]
+        for k in cfg.pass_ks:
+            per_prompt[f"pass@{k}"] = [pass_at_k(n, c, k) for c in counts]
+        answers = [[task.extract_answer(t) for t in ts] for ts in s.texts]
+        for k in cfg.maj_ks:
+            per_prompt[f"maj@{k}"] = [maj_at_k(a, c, k, n_subsets=cfg.maj_subsets, seed=cfg.seed)
+                                      for a, c in zip(answers, correct)]
+        curve = {k: float(np.mean([pass_at_k(n, c, k) for c in counts])) for k in CURVE_KS if k <= n}
+        examples += [{"prompt": prompts[i], "completion": s.texts[i][0], "correct": bool(correct[i][0]),
+                      "decoding": f"T={cfg.temperature}"} for i in range(min(cfg.n_examples, len(prompts)))]
+    policy.model.train(was_training)
+    metrics = summarize(per_prompt, n_boot=cfg.n_boot, seed=cfg.seed)
+    return EvalResult(metrics, curve, examples, flops, time.time() - start)
+
+
+def _flops(policy: Policy, g: Generation) -> float:
+    prompt = [p for p, cs in zip(g.prompt_tokens, g.completion_tokens) for _ in cs]
+    return generation_flops(policy.model.config, prompt, [c for cs in g.completion_tokens for c in cs])
+
+
+def _others(cols: dict) -> dict:
+    return {k: v for k, v in cols.items() if k != "prompt"}
+
+
+def _row(cols: dict, i: int) -> dict:
+    return {k: v[i] for k, v in cols.items() if k != "prompt"}

@@ -1,0 +1,138 @@
+"""The Hydra entry point: compose model x task x method x budget x eval, train, evaluate, record.
+
+    python -m harness method=base                       # evaluate the default zoo model
+    python -m harness method=es budget.flops=4e12       # train with ES, then evaluate
+    python -m harness                                   # the quickstart comparison
+    python -m harness -m method=es seed=0,1,2           # a Hydra multirun
+
+One run: build the task, the policy and the method from the config; train until the ledger says the
+budget is spent; evaluate on `eval_splits`; write runs/<group>/<run>/record.json atomically; rebuild
+results/<group>/ tables. An experiment config with `cells:` runs each cell in turn (harness/experiment.py).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import hydra
+import numpy as np
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from harness.budget import BudgetError, Ledger
+from harness.evaluate import EvalConfig, EvalConfigError, evaluate
+from harness.policy import ModelLoadError, load_policy
+from harness.records import write_record
+from tasks.base import TaskDataError
+
+log = logging.getLogger("esbench")
+# Absolute, so `python -m harness` works from any working directory (editable install).
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException)
+
+
+def quiet_libraries() -> None:
+    """Progress bars from weight loading and datasets would drown the one line per step we print."""
+    import datasets
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_ledger(budget: DictConfig) -> Ledger:
+    limit = budget.get(budget.kind) if budget.kind in ("flops", "samples") else None
+    if limit is None:
+        raise BudgetError(f"budget.kind={budget.kind} but budget.{budget.kind} is not set; set it, e.g. "
+                          f"budget.{budget.kind}=1e12")
+    return Ledger(float(limit), budget.kind)
+
+
+def method_name(cfg: DictConfig) -> str:
+    """The method's module name (methods/<name>.py): base, es, grpo, ppo."""
+    return str(cfg.method._target_).split(".")[1]
+
+
+def default_label(cfg: DictConfig) -> str:
+    m = cfg.method
+    name = method_name(cfg)
+    keys = [k for k in ("sigma", "alpha", "beta", "kl_coef", "learning_rate") if k in m]
+    return name if not keys else f"{name} " + " ".join(f"{k}={m[k]:g}" for k in keys)
+
+
+def run_one(cfg: DictConfig, run_dir: Path) -> dict:
+    """Train and evaluate one configuration; always leaves a record (status ok or failed)."""
+    torch.set_num_threads(cfg.threads)
+    quiet_libraries()
+    seed_everything(cfg.seed)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    record = {"status": "running", "label": cfg.label or default_label(cfg), "model": cfg.model.name_or_path,
+              "method": method_name(cfg), "task": cfg.task._target_, "seed": cfg.seed,
+              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "config": resolved}
+    start = time.time()
+    try:
+        eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
+        task = instantiate(cfg.task)
+        log.info("built task %s", cfg.task._target_)
+        policy = load_policy(cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template,
+                             cfg.model.system_prompt, cfg.device)
+        method = instantiate(cfg.method)
+        log.info("built method %s", cfg.method._target_)
+        ledger = make_ledger(cfg.budget)
+        summary = method.train(policy, task, ledger, run_dir)
+        train_s = time.time() - start
+        record["train"] = summary
+        record["budget"] = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
+                            "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
+        record["metrics"], record["pass_curve"], record["examples"], record["eval_flops"] = {}, {}, {}, {}
+        for split in cfg.eval_splits:
+            res = evaluate(policy, task, split, eval_cfg)
+            record["metrics"][split], record["pass_curve"][split] = res.metrics, res.pass_curve
+            record["examples"][split], record["eval_flops"][split] = res.examples, res.flops
+            log.info("%s %s: %s", record["label"], split, _brief(res.metrics))
+        record["wall_s"] = {"train": round(train_s, 1), "total": round(time.time() - start, 1)}
+        record["status"] = "ok"
+    except BaseException as e:  # keep a record of every failure, then let it propagate
+        record.update(status="failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(),
+                      wall_s={"total": round(time.time() - start, 1)})
+        write_record(run_dir, record)
+        raise
+    write_record(run_dir, record)
+    return record
+
+
+def _brief(metrics: dict) -> str:
+    return ", ".join(f"{k}={v['mean']:.3f}" for k, v in metrics.items())
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        if cfg.get("cells"):
+            from harness.experiment import run_experiment
+            run_experiment(cfg)
+            return
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        run_one(cfg, run_dir)
+        from harness.tables import markdown_table, write_tables
+        df = write_tables(Path("runs") / cfg.group, Path(cfg.results_dir) / cfg.group, title=cfg.group)
+        print(markdown_table(df))
+        print(f"record: {run_dir / 'record.json'}\ntables: {Path(cfg.results_dir) / cfg.group}/table.md, table.csv, passk.png")
+    except USER_ERRORS as e:
+        # A configuration or data problem: one line that names the fix, not a library traceback.
+        print(f"esbench: error: {e}", file=sys.stderr)
+        sys.exit(2)

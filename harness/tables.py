@@ -1,0 +1,199 @@
+"""Tables and plots rebuilt from run records alone (never edited by hand).
+
+    python -m harness.tables runs/quickstart --out results/quickstart
+
+writes table.md, table.csv and passk.png. Records from another schema version are skipped with a
+warning; failed runs stay in the table as rows marked FAILED, so nothing disappears silently.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on servers or CI
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from harness.records import read_records  # noqa: E402
+
+log = logging.getLogger(__name__)
+PERCENT = ("greedy_acc", "pass@", "maj@")
+METRIC_ORDER = ["greedy_acc", "pass@1", "pass@16", "pass@32", "maj@16", "maj@32", "mean_reward"]
+BUDGET_TOLERANCE = 0.10
+
+
+def records_frame(records: list[dict], split: str = "test") -> pd.DataFrame:
+    """One row per record: identity columns, then <metric>, <metric>_lo, <metric>_hi."""
+    rows = []
+    for r in records:
+        b = r.get("budget", {})
+        row = {"label": r.get("label", r.get("method", "?")), "model": r.get("model", "?"),
+               "method": r.get("method", "?"), "seed": r.get("seed"), "status": r.get("status", "ok"),
+               "flops_used": b.get("flops_used"), "budget": b.get("limit"), "budget_kind": b.get("kind"),
+               "budget_spent": b.get("spent"), "train_steps": b.get("steps"),
+               "wall_s": r.get("wall_s", {}).get("total"), "path": r.get("_path")}
+        for name, m in r.get("metrics", {}).get(split, {}).items():
+            row[name], row[f"{name}_lo"], row[f"{name}_hi"] = m["mean"], m["ci_low"], m["ci_high"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _metric_cols(df: pd.DataFrame) -> list[str]:
+    known = [m for m in METRIC_ORDER if m in df.columns]
+    extra = sorted(c for c in df.columns if c.startswith(("pass@", "maj@")) and not c.endswith(("_lo", "_hi"))
+                   and c not in known)
+    return known + extra
+
+
+def _cell(row: pd.Series, m: str) -> str:
+    if row["status"] != "ok":
+        return "FAILED"
+    v = row.get(m)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    scale, fmt = (100, "{:.1f}") if m.startswith(PERCENT) else (1, "{:.3f}")
+    lo, hi = row.get(f"{m}_lo", v), row.get(f"{m}_hi", v)
+    return f"{fmt.format(v * scale)} [{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
+
+
+def budget_flag(row: pd.Series) -> str:
+    """'!' when a trained run ended more than 10% away from its budget (base runs spend nothing)."""
+    if row["method"] == "base" or not row.get("budget") or row.get("budget_spent") is None:
+        return ""
+    return "!" if abs(row["budget_spent"] / row["budget"] - 1) > BUDGET_TOLERANCE else ""
+
+
+def markdown_table(df: pd.DataFrame, extra: dict[str, list[str]] | None = None) -> str:
+    """Percent metrics with 95% CIs, FLOPs used, budget flag and wall time, one line per run.
+
+    Args:
+        df: from records_frame.
+        extra: more columns (name -> one cell per row), shown after the model column.
+    """
+    metrics, extra = _metric_cols(df), extra or {}
+    head = ["run", "model", *extra, *metrics, "train FLOPs", "budget", "steps", "wall s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, (_, row) in enumerate(df.iterrows()):
+        flops = "-" if pd.isna(row["flops_used"]) else f"{row['flops_used']:.3g}"
+        budget = "-" if pd.isna(row["budget"]) else f"{row['budget']:.3g} {row['budget_kind']}{budget_flag(row)}"
+        steps = "-" if pd.isna(row["train_steps"]) else str(int(row["train_steps"]))
+        wall = "-" if pd.isna(row["wall_s"]) else f"{row['wall_s']:.0f}"
+        cells = [row["label"], row["model"], *[v[i] for v in extra.values()], *[_cell(row, m) for m in metrics],
+                 flops, budget, steps, wall]
+        lines.append("| " + " | ".join(cells) + " |")
+    note = ("\nAccuracy-type metrics in %, mean over test prompts [bootstrap 95% CI]. "
+            "Budget '!' = the run ended more than 10% away from its budget.\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def passk_plot(records: list[dict], path: Path, split: str = "test", title: str = "") -> None:
+    """pass@k versus k (log scale), one line per run."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for r in records:
+        curve = r.get("pass_curve", {}).get(split)
+        if r.get("status", "ok") != "ok" or not curve:
+            continue
+        ks = sorted(int(k) for k in curve)
+        ax.plot(ks, [100 * curve[str(k)] if str(k) in curve else 100 * curve[k] for k in ks], marker="o",
+                label=r.get("label", r.get("method")))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (samples per prompt)")
+    ax.set_ylabel(f"pass@k on {split} (%)")
+    ax.set_title(title or f"pass@k, {split} split")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_tables(records_root: Path, out_dir: Path, split: str = "test", title: str = "") -> pd.DataFrame:
+    """Rebuild table.md, table.csv and passk.png in `out_dir` from the records under `records_root`."""
+    records, warnings = read_records(records_root)
+    for w in warnings:
+        log.warning(w)
+    for r in records:
+        if r.get("status", "ok") != "ok":
+            log.warning("run %s failed: %s", r.get("_path"), r.get("error", "no error recorded"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = records_frame(records, split)
+    if df.empty:
+        log.warning("no records under %s; nothing to tabulate", records_root)
+        return df
+    (out_dir / "table.md").write_text((f"# {title}\n\n" if title else "") + markdown_table(df))
+    df.drop(columns=["path"]).to_csv(out_dir / "table.csv", index=False)
+    passk_plot(records, out_dir / "passk.png", split, title)
+    return df
+
+
+def select_from_grids(records: list[dict], select_by: str = "greedy_acc") -> tuple[list[dict], list[dict]]:
+    """Split records into (main rows, grid rows); main holds fixed cells + the best point per grid.
+
+    The best point is chosen on the *validation* split's `select_by` mean (never on test); failed
+    points cannot be chosen, and a grid with no successful point shows as one FAILED row.
+    """
+    fixed = [r for r in records if not r.get("grid")]
+    grids: dict[str, list[dict]] = {}
+    for r in records:
+        if r.get("grid"):
+            grids.setdefault(r["grid"], []).append(r)
+    main = list(fixed)
+    for name, rs in grids.items():
+        ok = [r for r in rs if r.get("status", "ok") == "ok" and select_by in r.get("metrics", {}).get("validation", {})]
+        if not ok:
+            main.append({**rs[0], "label": f"{name} (no successful grid point)", "status": "failed"})
+            continue
+        best = max(ok, key=lambda r: r["metrics"]["validation"][select_by]["mean"])
+        main.append({**best, "label": f"{best['label']} (best of {len(rs)} on validation)"})
+    return main, [r for rs in grids.values() for r in rs]
+
+
+def grid_markdown(grid: list[dict], select_by: str) -> str:
+    """Every grid point: validation score used for selection next to its test scores."""
+    if not grid:
+        return "No grid in this experiment.\n"
+    df = records_frame(grid, "test")
+    val = records_frame(grid, "validation")
+    return markdown_table(df, {f"validation {select_by}": [_cell(row, select_by) for _, row in val.iterrows()]})
+
+
+def write_experiment_tables(root: Path, out_dir: Path, select_by: str = "greedy_acc", title: str = "") -> None:
+    """table.md/.csv + passk.png (fixed cells and selected grid points) and grid.md (every point)."""
+    records, warnings = read_records(root)
+    for w in warnings:
+        log.warning(w)
+    main_rows, grid_rows = select_from_grids(records, select_by)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = records_frame(main_rows, "test")
+    (out_dir / "table.md").write_text((f"# {title}: test split\n\n" if title else "") + markdown_table(df))
+    df.drop(columns=["path"]).to_csv(out_dir / "table.csv", index=False)
+    (out_dir / "grid.md").write_text(f"# {title}: every grid point\n\n" + grid_markdown(grid_rows, select_by))
+    passk_plot(main_rows, out_dir / "passk.png", "test", title)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m harness.tables", description="Rebuild tables from run records.")
+    ap.add_argument("records", type=Path, help="folder searched recursively for record.json")
+    ap.add_argument("--out", type=Path, help="output folder (default: the records folder)")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--experiment", action="store_true", help="select grid points on validation (experiment layout)")
+    ap.add_argument("--select-by", default="greedy_acc")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    out = args.out or args.records
+    if args.experiment:
+        write_experiment_tables(args.records, out, args.select_by)
+        print((out / "table.md").read_text())
+        return
+    df = write_tables(args.records, out, args.split)
+    if not df.empty:
+        print(markdown_table(df))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""Full-parameter evolution strategies (ES) for LLM post-training (Qiu et al. 2025, arXiv 2509.24372).
+
+Each iteration draws N member seeds, and every member scores the same prompt batch with greedy
+decoding while the model is perturbed in place (theta + sigma * eps_n, every parameter tensor).
+Rewards are z-scored across the population and the update is
+theta <- theta + alpha / N * sum_n z_n * eps_n, with eps_n regenerated from its seed (never stored).
+
+Departures from the paper's reference code (all deliberate; see DESIGN.md):
+- Noise: an independent stream per (member seed, tensor index), not one seed for every tensor
+  (which gives identical noise to same-shaped tensors).
+- Precision: an fp32 master copy of all parameters. Perturbation is computed in fp32 from the
+  master and written into the working weights, restore copies the master back (bit-exact), and
+  the update is applied to the master in fp32 then cast into the model (the reference code does
+  all three in bf16, so restore is inexact and sub-ulp updates vanish).
+- Reward is the task's reward on the completion only, never prompt+completion.
+- Stopping: the compute ledger (FLOPs or samples) stops training at an iteration boundary;
+  `max_iterations` (the paper's 500) is only an upper bound.
+- Prompt batch: the paper scores its whole 200-prompt train split every iteration. Here the batch
+  of `prompts_per_iteration` is resampled each iteration from the train split with a seeded RNG
+  (identical to the paper when the split has exactly that many rows, as the paper's data does);
+  `fixed_batch: true` uses the first `prompts_per_iteration` train rows every iteration.
+- When every member gets the same reward the z-scores are all 0: the update is skipped and logged.
+- Checkpoint/resume (not in the paper): master weights + iteration + ledger totals; all randomness
+  is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
+
+    python -m harness method=es                  # train with ES
+    python -m pytest tests/test_es.py -q         # tests
+    python -m harness.bench_es --model zoo-1m    # where an iteration's time goes
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from harness.budget import Ledger
+from harness.flops import generation_flops
+from harness.policy import Policy, generate
+from methods.base import log_step
+from tasks.base import Task
+
+CKPT = "es_checkpoint"
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass
+class ESConfig:
+    """ES hyperparameters; the defaults are the paper's fixed set."""
+
+    population: int = field(default=30, metadata={"help": "members N per iteration"})
+    sigma: float = field(default=1e-3, metadata={"help": "noise scale: members are theta + sigma * eps"})
+    alpha: float = field(default=5e-4, metadata={"help": "step size; 1/sigma is folded into it"})
+    prompts_per_iteration: int = field(default=200, metadata={"help": "prompts every member scores per iteration"})
+    fixed_batch: bool = field(default=False, metadata={"help": "true: the first prompts_per_iteration train rows "
+                                                       "every iteration; false: resample each iteration (seeded)"})
+    max_iterations: int = field(default=500, metadata={"help": "upper bound; the ledger normally stops first"})
+    seed: int = field(default=0, metadata={"help": "seeds member seeds and prompt batches"})
+    generation_batch_size: int = field(default=200, metadata={"help": "sequences per generate() call"})
+    checkpoint_every: int = field(default=50, metadata={"help": "iterations between checkpoints (and at the end); "
+                                                        "0 = only at the end"})
+
+    def __post_init__(self):
+        for name in ("population", "prompts_per_iteration", "max_iterations", "generation_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if self.population < 2:
+            raise ValueError(f"method.population={self.population}: z-scores need at least 2 members; set >= 2")
+        if not self.sigma > 0 or not self.alpha > 0:
+            raise ValueError(f"method.sigma={self.sigma} and method.alpha={self.alpha} must both be > 0 "
+                             "(paper: sigma=1e-3, alpha=5e-4)")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be >= 0 (0 = only at the end)")
+
+
+# ---- the core operations (small and pure, so tests can check them one by one) ----
+def noise_seed(member_seed: int, index: int) -> int:
+    """Seed of the independent noise stream of (member, tensor index): splitmix64 of the pair."""
+    z = (_splitmix64(member_seed) + index) & _MASK64
+    return _splitmix64(z) >> 1  # 63 bits: a valid seed on every torch device
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """eps for tensor `index` of member `member_seed`: fp32 standard normal shaped like `like`.
+
+    Args:
+        member_seed: the member's integer seed s_n.
+        index: the tensor's position in `model.named_parameters()`.
+        like: a tensor giving shape and device.
+        out: optional fp32 buffer of at least `like.numel()` elements, reused to avoid allocation.
+    """
+    g = torch.Generator(device=like.device).manual_seed(noise_seed(member_seed, index))
+    if out is None:
+        return torch.randn(like.shape, generator=g, device=like.device, dtype=torch.float32)
+    return torch.randn(like.shape, generator=g, out=out[:like.numel()].view(like.shape))
+
+
+@torch.no_grad()
+def perturb(params: list[torch.Tensor], master: list[torch.Tensor], member_seed: int, sigma: float,
+            buf: torch.Tensor | None = None) -> None:
+    """Set every working tensor to master + sigma * eps (computed in fp32, cast to the model dtype)."""
+    for i, (p, m) in enumerate(zip(params, master)):
+        eps = noise(member_seed, i, m, buf)
+        torch.add(m, eps, alpha=sigma, out=p)
+
+
+@torch.no_grad()
+def restore(params: list[torch.Tensor], master: list[torch.Tensor]) -> None:
+    """Copy the master back into the working weights (exact: no subtraction)."""
+    for p, m in zip(params, master):
+        p.copy_(m)
+
+
+@torch.no_grad()
+def es_update(master: list[torch.Tensor], member_seeds: list[int], z: list[float], alpha: float,
+              buf: torch.Tensor | None = None) -> float:
+    """master += alpha / N * sum_n z_n * eps_n, in fp32, one tensor at a time.
+
+    Noise is regenerated member by member, so memory is one accumulator of the largest tensor.
+
+    Returns:
+        The L2 norm of the whole update.
+    """
+    n, sq = len(member_seeds), 0.0
+    for i, m in enumerate(master):
+        acc = torch.zeros_like(m)
+        for s, zn in zip(member_seeds, z):
+            acc.add_(noise(s, i, m, buf), alpha=zn)
+        acc.mul_(alpha / n)
+        m.add_(acc)
+        sq += float(acc.pow(2).sum())
+    return sq ** 0.5
+
+
+def zscore(rewards: list[float]) -> list[float] | None:
+    """(r - mean) / (population std + 1e-8), or None when every reward is the same (no signal)."""
+    mean, std = statistics.fmean(rewards), statistics.pstdev(rewards)
+    if max(rewards) == min(rewards):
+        return None
+    return [(r - mean) / (std + 1e-8) for r in rewards]
+
+
+# ---- the method ----
+class ES:
+    """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra)."""
+
+    name = "es"
+
+    def __init__(self, **kwargs):
+        self.config = ESConfig(**kwargs)
+
+    def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
+        """Member seeds and prompt indices of one iteration: a pure function of (seed, iteration)."""
+        c = self.config
+        rng = random.Random(f"es-{c.seed}-{iteration}")
+        seeds = [rng.getrandbits(31) for _ in range(c.population)]
+        idx = list(range(c.prompts_per_iteration)) if c.fixed_batch else rng.sample(range(n_train), c.prompts_per_iteration)
+        return seeds, idx
+
+    def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
+        c, run_dir = self.config, Path(run_dir)
+        model = policy.model
+        names, params = zip(*[(n, p) for n, p in model.named_parameters()])  # tied weights appear once
+        params, master = list(params), [p.detach().float().clone() for p in params]
+        buf = torch.empty(max(p.numel() for p in params), dtype=torch.float32, device=params[0].device)
+        rows = task.load("train").to_dict()
+        n_train = len(rows["prompt"])
+        if c.prompts_per_iteration > n_train:
+            raise ValueError(f"method.prompts_per_iteration={c.prompts_per_iteration} but the train split has "
+                             f"{n_train} rows; lower it to at most {n_train}")
+        start = self._load_checkpoint(run_dir, names, master, ledger)
+        restore(params, master)
+        self._check_fits(policy, task, ledger, rows)
+        it, skipped, last = start, 0, {}
+        with torch.no_grad():
+            while it < c.max_iterations and not ledger.exhausted:
+                last = self._iteration(it, policy, task, ledger, params, master, buf, rows, n_train)
+                skipped += last["skipped"]
+                it += 1
+                log_step(run_dir, last)
+                print(f"es it {it:4d} reward {last['reward_mean']:.4f} max {last['reward_max']:.4f} "
+                      f"std {last['reward_std']:.4f} |upd| {last['update_norm']:.3e}{' SKIP' if last['skipped'] else ''} "
+                      f"flops {ledger.flops:.3g} ({ledger.fraction:.0%}) gen {last['time_generate_s']:.2f}s "
+                      f"rew {last['time_reward_s']:.2f}s pert {last['time_perturb_restore_s']:.2f}s "
+                      f"upd {last['time_update_s']:.2f}s", flush=True)
+                if c.checkpoint_every and it % c.checkpoint_every == 0:
+                    self._save_checkpoint(run_dir, it, names, master, ledger)
+        self._save_checkpoint(run_dir, it, names, master, ledger)
+        return {"steps": it, "resumed_from": start, "skipped_updates": skipped,
+                "last_reward_mean": last.get("reward_mean")}
+
+    def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> dict:
+        c, t = self.config, {"generate": 0.0, "reward": 0.0, "perturb_restore": 0.0, "update": 0.0}
+        t0 = time.perf_counter()
+        seeds, idx = self._iteration_rng(it, n_train)
+        batch = {k: [v[i] for i in idx] for k, v in rows.items()}
+        columns = {k: v for k, v in batch.items() if k != "prompt"}
+        rewards, flops = [], 0.0
+        for s in seeds:
+            a = time.perf_counter()
+            perturb(params, master, s, c.sigma, buf)
+            b = time.perf_counter()
+            gen = generate(policy, batch["prompt"], greedy=True, max_new_tokens=task.max_new_tokens,
+                           batch_size=c.generation_batch_size)
+            d = time.perf_counter()
+            restore(params, master)
+            e = time.perf_counter()
+            scores = task.reward([x[0] for x in gen.texts], **columns)
+            f = time.perf_counter()
+            rewards.append(statistics.fmean(scores))
+            flops += generation_flops(policy.model.config, gen.prompt_tokens, [x[0] for x in gen.completion_tokens])
+            t["perturb_restore"] += (b - a) + (e - d)
+            t["generate"] += d - b
+            t["reward"] += f - e
+        a = time.perf_counter()
+        z = zscore(rewards)
+        norm = 0.0
+        if z is not None:
+            norm = es_update(master, seeds, z, c.alpha, buf)
+            restore(params, master)  # cast the updated master into the working weights
+        t["update"] = time.perf_counter() - a
+        ledger.charge(flops, c.population * len(idx), method="es", iteration=it + 1)
+        return {"iteration": it + 1, "reward_mean": statistics.fmean(rewards), "reward_max": max(rewards),
+                "reward_min": min(rewards), "reward_std": statistics.pstdev(rewards), "update_norm": norm,
+                "skipped": z is None, "flops": ledger.flops, "samples": ledger.samples,
+                "wall_s": time.perf_counter() - t0, **{f"time_{k}_s": v for k, v in t.items()}}
+
+    def _check_fits(self, policy, task, ledger, rows) -> None:
+        """Fail before any work when one iteration (worst case: every completion at max length) exceeds the budget."""
+        c = self.config
+        if ledger.kind == "samples":
+            cost = c.population * c.prompts_per_iteration
+        else:
+            prompts = [policy.format(p) for p in rows["prompt"][:c.prompts_per_iteration]]
+            lens = [len(ids) for ids in policy.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+            cost = c.population * generation_flops(policy.model.config, lens, [task.max_new_tokens] * len(lens))
+        ledger.check_step_fits(cost, "ES iteration")
+
+    # ---- checkpoints: run_dir/es_checkpoint/{master.safetensors,state.json}, swapped in atomically ----
+    def _save_checkpoint(self, run_dir: Path, iteration: int, names, master, ledger: Ledger) -> None:
+        final, tmp, old = run_dir / CKPT, run_dir / f"{CKPT}.tmp", run_dir / f"{CKPT}.old"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file({n: m.detach().cpu().contiguous() for n, m in zip(names, master)}, str(tmp / "master.safetensors"))
+        state = {"iteration": iteration, "config": asdict(self.config), "rng": "a pure function of (seed, iteration)",
+                 "ledger": {"flops": ledger.flops, "samples": ledger.samples, "steps": ledger.steps,
+                            "history": ledger.history}}
+        (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n")
+        if final.exists():
+            os.replace(final, old)  # a directory cannot replace a non-empty one: swap via .old
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def _load_checkpoint(self, run_dir: Path, names, master, ledger: Ledger) -> int:
+        """Load master weights and ledger totals if run_dir holds a checkpoint; return the iteration."""
+        path = next((p for p in (run_dir / CKPT, run_dir / f"{CKPT}.old") if (p / "state.json").exists()), None)
+        if path is None:
+            return 0
+        state = json.loads((path / "state.json").read_text())
+        loose = ("max_iterations", "checkpoint_every", "generation_batch_size")
+        mine, theirs = asdict(self.config), state["config"]
+        if any(mine[k] != theirs[k] for k in mine if k not in loose):
+            raise ValueError(f"{path} was written with ES config {theirs}, but this run uses {mine}; "
+                             "use the same method settings to resume, or a fresh run_dir")
+        weights = load_file(str(path / "master.safetensors"))
+        if set(weights) != set(names):
+            raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")
+        for n, m in zip(names, master):
+            m.copy_(weights[n])
+        ledger.flops, ledger.samples, ledger.steps = state["ledger"]["flops"], state["ledger"]["samples"], state["ledger"]["steps"]
+        ledger.history = state["ledger"]["history"]
+        print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
+        return state["iteration"]

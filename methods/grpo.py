@@ -1,0 +1,320 @@
+"""GRPO: TRL's `GRPOTrainer` on the task's reward, stopped by the compute ledger.
+
+    python -m harness method=grpo method.beta=1e-3 method.learning_rate=1e-5
+    python -m pytest tests/test_grpo.py -q
+
+One optimizer step = `prompts_per_step` training prompts x `num_generations` sampled completions,
+scored by `task.reward`, group-normalised advantages, one clipped policy-gradient update per
+`num_iterations`. Prompts go through `policy.format` first, so chat templates apply exactly as at
+evaluation time.
+
+Compute accounting. A wrapper around the task's reward records, for every completion TRL scored,
+the prompt's token count (the prompt string re-tokenised with the same call TRL makes,
+`tokenizer(text=prompts)`) and the length of the `completion_ids` TRL passes to reward functions
+(tokens decoded up to and including EOS). A `TrainerCallback` consumes them at each `on_step_end`,
+checks that their total equals TRL's own `state.num_input_tokens_seen` (raises otherwise), and
+charges the ledger (harness/flops.py conventions, real lengths, padding not charged):
+
+    generation    prefill + every decoded token of the step's new completions
+    reference     1 forward over prompt+completion of the new completions     (beta > 0)
+    old_logprobs  1 forward over prompt+completion of the new completions     (TRL recomputes the
+                  sampling policy's log-probs iff gradient_accumulation_steps % (steps_per_generation
+                  x num_iterations) != 0, here iff num_iterations > 1)
+    update        3 x forward over prompt+completion of every sequence in the batch trained on
+
+With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
+update. samples = completions scored in the step. Training stops at the first step boundary where
+`ledger.exhausted`; `max_steps` is only a safety cap.
+
+Departures from the paper's GRPO baseline (Qiu et al. 2025):
+- Compute is matched in FLOPs from real token counts, not in number of sample evaluations
+  (budget.kind=samples restores the paper's protocol).
+- Implementation is TRL 1.12.0's GRPOTrainer, with its defaults for what is not set here (PPO-style
+  ratio clipping epsilon=0.2, advantages scaled by the group std, AdamW, max_grad_norm=1.0,
+  k3 KL estimator with TRL's importance-sampling bias correction); the learning rate is constant
+  because the run length is set by the ledger, not by a step count.
+- loss_type="grpo" (per-sequence length normalisation, the original GRPO objective), not TRL's
+  default "dapo"; "dr_grpo" and "dapo" are available.
+- Per-step batch shape (prompts_per_step x num_generations) is a harness choice; the paper's group
+  sizes 8 and 30 are both reachable through num_generations.
+- max_completion_length defaults to the task's max_new_tokens, the length used at evaluation.
+- Gradient checkpointing, when enabled, recomputes forwards that are not charged (the cost model
+  counts a training step as 3 x forward).
+- Llama-style tokenizers add BOS when TRL tokenises an already chat-formatted prompt, so such
+  prompts carry a second BOS during training (a warning is logged); the counted tokens include it.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import PretrainedConfig, TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from harness.budget import Ledger
+from harness.flops import forward_flops, generation_flops, train_flops
+from harness.policy import Policy
+from methods.base import log_step
+from tasks.base import Task
+
+log = logging.getLogger(__name__)
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+
+
+@dataclass
+class GRPOMethodConfig:
+    """GRPO hyperparameters (the YAML keys of conf/method/grpo.yaml)."""
+
+    learning_rate: float = field(default=1e-6, metadata={
+        "help": "AdamW learning rate (constant). Paper grid: 1e-6, 1e-5; the zoo models need ~1e-4."})
+    beta: float = field(default=1e-3, metadata={
+        "help": "KL coefficient to the initial model. Paper grid: 1e-3, 5e-3. 0 drops the reference model."})
+    num_generations: int = field(default=8, metadata={
+        "help": "Completions sampled per prompt (the GRPO group). The paper uses 8 and 30."})
+    prompts_per_step: int = field(default=8, metadata={
+        "help": "Distinct prompts per optimizer step; a step scores prompts_per_step x num_generations completions."})
+    loss_type: str = field(default="grpo", metadata={
+        "help": "Loss aggregation: grpo (per-sequence mean), dr_grpo (constant normaliser) or dapo (per-token)."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the training completions."})
+    max_completion_length: int | None = field(default=None, metadata={
+        "help": "Max new tokens per training completion; None = the task's max_new_tokens."})
+    num_iterations: int = field(default=1, metadata={
+        "help": "Updates per generated batch (mu). Above 1, each batch also pays an old-log-prob forward."})
+    epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the probability ratio."})
+    gradient_accumulation_steps: int = field(default=1, metadata={
+        "help": "Split each step's batch into this many micro-batches (memory only: same update, same FLOPs)."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations to save memory (large models on GPU); the recomputation is not charged."})
+    max_steps: int = field(default=1_000_000, metadata={
+        "help": "Safety cap on optimizer steps; the ledger normally stops training first."})
+    seed: int = field(default=0, metadata={"help": "Seed of TRL's prompt order and sampling."})
+
+    def __post_init__(self):
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"method.loss_type={self.loss_type!r} is not supported; "
+                             f"use one of {', '.join(LOSS_TYPES)}")
+        if self.num_generations < 2:
+            raise ValueError(f"method.num_generations={self.num_generations}: GRPO needs a group of at least 2 "
+                             "completions per prompt to compute advantages; set it to 2 or more (paper: 8 or 30)")
+        for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if (self.prompts_per_step * self.num_generations) % self.gradient_accumulation_steps:
+            raise ValueError(f"method.gradient_accumulation_steps={self.gradient_accumulation_steps} must divide "
+                             f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"method.learning_rate={self.learning_rate} must be > 0 (paper grid: 1e-6, 1e-5)")
+        if self.beta < 0:
+            raise ValueError(f"method.beta={self.beta} must be >= 0 (0 disables the KL term; paper grid: 1e-3, 5e-3)")
+        if not self.temperature > 0:
+            raise ValueError(f"method.temperature={self.temperature} must be > 0 (GRPO needs sampled completions)")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"method.max_completion_length={self.max_completion_length} must be >= 1, or null "
+                             "to use the task's max_new_tokens")
+
+
+def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_tokens: list[int],
+               train_seq_lens: list[int], *, reference: bool, old_logprobs: bool) -> dict[str, float]:
+    """FLOPs of one GRPO optimizer step, by part (see the module docstring).
+
+    Args:
+        config: the policy's model config.
+        prompt_tokens: prompt length of each completion generated in this step (empty when the
+            step reuses an earlier batch, num_iterations > 1).
+        completion_tokens: decoded length of each of those completions, EOS included.
+        train_seq_lens: prompt + completion length of every sequence the update trained on.
+        reference: the reference model scored the new completions (beta > 0).
+        old_logprobs: TRL recomputed the sampling policy's log-probs of the new completions.
+
+    Returns:
+        {"generation", "reference", "old_logprobs", "update"} in FLOPs.
+    """
+    scoring = sum(forward_flops(config, p + c) for p, c in zip(prompt_tokens, completion_tokens, strict=True))
+    return {
+        "generation": generation_flops(config, prompt_tokens, completion_tokens),
+        "reference": scoring if reference else 0.0,
+        "old_logprobs": scoring if old_logprobs else 0.0,
+        "update": train_flops(config, train_seq_lens),
+    }
+
+
+class _TokenRecorder:
+    """Wraps the task's reward for TRL and records the token counts of every completion it scores."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.prompt_tokens: list[int] = []
+        self.completion_tokens: list[int] = []
+        self._prompt_len: dict[str, int] = {}
+
+    def wrap(self, reward: Callable, name: str) -> Callable:
+        def task_reward(prompts, completions, completion_ids, **columns):
+            new = [p for p in dict.fromkeys(prompts) if p not in self._prompt_len]
+            if new:  # the same call GRPOTrainer._tokenize_prompts makes for text prompts
+                for p, ids in zip(new, self.tokenizer(text=new)["input_ids"]):
+                    self._prompt_len[p] = len(ids)
+            self.prompt_tokens += [self._prompt_len[p] for p in prompts]
+            self.completion_tokens += [len(ids) for ids in completion_ids]
+            return reward(completions=completions, prompts=prompts, completion_ids=completion_ids, **columns)
+
+        task_reward.__name__ = name  # TRL names the reward metric after it
+        return task_reward
+
+    def take(self) -> tuple[list[int], list[int]]:
+        """The counts recorded since the last call (this step's new completions), and reset."""
+        out = (self.prompt_tokens, self.completion_tokens)
+        self.prompt_tokens, self.completion_tokens = [], []
+        return out
+
+
+class _LedgerCallback(TrainerCallback):
+    """Charges the ledger after every optimizer step, stops training when it is spent, logs each step."""
+
+    def __init__(self, ledger: Ledger, recorder: _TokenRecorder, model_config: PretrainedConfig,
+                 run_dir: Path, *, reference: bool, old_logprobs: bool):
+        self.ledger, self.recorder, self.model_config, self.run_dir = ledger, recorder, model_config, run_dir
+        self.reference, self.old_logprobs = reference, old_logprobs
+        self.train_seq_lens: list[int] = []  # the batch the update trains on (reused when num_iterations > 1)
+        self.tokens_counted = 0
+        self.step: dict = {}
+        self.rewards: list[float] = []
+        self._t0 = self._t_start = time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._t0 = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        prompt, completion = self.recorder.take()
+        if prompt:
+            self.train_seq_lens = [p + c for p, c in zip(prompt, completion)]
+        self.tokens_counted += sum(prompt) + sum(completion)
+        if self.tokens_counted != state.num_input_tokens_seen:
+            raise RuntimeError(
+                f"GRPO token count mismatch at step {state.global_step}: recorded {self.tokens_counted} prompt+"
+                f"completion tokens, TRL reports {state.num_input_tokens_seen}; the FLOPs ledger would be wrong "
+                "(was the reward wrapper bypassed, or does this TRL version tokenise prompts differently?)")
+        parts = step_flops(self.model_config, prompt, completion, self.train_seq_lens,
+                           reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt))
+        self.ledger.charge(sum(parts.values()), samples=len(completion), method="grpo", **parts)
+        self.step = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
+                     "step_s": time.perf_counter() - self._t0}
+        if self.ledger.exhausted:
+            control.should_training_stop = True
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs or not self.step:  # the end-of-training summary, not a step
+            return
+        step = self.step
+        reward = logs.get("reward")
+        if reward is not None and step["completion_tokens"]:
+            self.rewards.append(reward)
+        row = {"step": state.global_step, "flops": self.ledger.flops, "samples": self.ledger.samples,
+               "budget_fraction": self.ledger.fraction, "reward": reward, "reward_std": logs.get("reward_std"),
+               "loss": logs.get("loss"), "kl": logs.get("kl"), "lr": logs.get("learning_rate"),
+               "grad_norm": logs.get("grad_norm"), "completion_mean_len": logs.get("completions/mean_length"),
+               "trl_num_tokens": logs.get("num_tokens"), "wall_s": time.perf_counter() - self._t_start, **step}
+        log_step(self.run_dir, row)
+        kl = "-" if row["kl"] is None else f"{row['kl']:.2e}"
+        print(f"grpo step {row['step']:4d} | reward {_fmt(reward)} | loss {_fmt(row['loss'], '.3e')} | kl {kl} | "
+              f"{row['flops']:.3g} FLOPs ({100 * row['budget_fraction']:.0f}%) | {step['step_s']:.2f} s", flush=True)
+        self.step = {}
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+class GRPO:
+    """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
+
+    name = "grpo"
+
+    def __init__(self, **hparams):
+        self.cfg = GRPOMethodConfig(**hparams)
+
+    def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
+        """Train `policy.model` in place with GRPO until `ledger` is spent; return a summary."""
+        cfg, run_dir = self.cfg, Path(run_dir)
+        if ledger.exhausted:
+            return {"steps": 0}
+        model, tok = policy.model, policy.tokenizer
+        dataset = task.load("train")
+        prompts = [policy.format(p) for p in dataset["prompt"]]  # chat templates apply, as at evaluation
+        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
+        _warn_double_bos(tok, prompts[0])
+        recorder = _TokenRecorder(tok)
+        reward = recorder.wrap(task.reward, name=task.name)
+        args = self._trl_args(policy, run_dir, cfg.max_completion_length or task.max_new_tokens)
+        # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
+        old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
+        ledger.check_step_fits(self._min_step_flops(model.config, tok, prompts, old_logprobs), "GRPO")
+        callback = _LedgerCallback(ledger, recorder, model.config, run_dir,
+                                   reference=cfg.beta > 0, old_logprobs=old_logprobs)
+
+        original_path = model.config.name_or_path
+        if cfg.beta > 0:  # TRL rebuilds the reference model from the model's config path: point it at a copy
+            init_dir = run_dir / "init_model"
+            model.save_pretrained(init_dir)
+            tok.save_pretrained(init_dir)
+            model.config.name_or_path = str(init_dir)
+        try:
+            trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                                  processing_class=tok, callbacks=[callback])
+        finally:
+            model.config.name_or_path = original_path
+        trainer.remove_callback(PrinterCallback)
+        trainer.remove_callback(ProgressCallback)
+        log.info("GRPO: %s", asdict(cfg))
+        trainer.train()
+
+        policy.model = trainer.model
+        policy.model.eval()
+        tok.padding_side = "left"  # Policy.generate relies on it
+        return {"steps": trainer.state.global_step, "flops": ledger.flops, "samples": ledger.samples,
+                "reward_first": callback.rewards[0] if callback.rewards else None,
+                "reward_last": callback.rewards[-1] if callback.rewards else None,
+                "wall_s": time.perf_counter() - callback._t_start}
+
+    def _trl_args(self, policy: Policy, run_dir: Path, max_completion_length: int) -> GRPOConfig:
+        cfg = self.cfg
+        on_cpu = policy.model.device.type == "cpu"
+        batch = cfg.prompts_per_step * cfg.num_generations
+        return GRPOConfig(
+            output_dir=str(run_dir / "trl"), report_to="none", save_strategy="no", logging_steps=1,
+            disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,
+            # TRL defaults both to True even on CPU, where bf16 autocast is slow and checkpointing useless.
+            bf16=not on_cpu, gradient_checkpointing=cfg.gradient_checkpointing,
+            learning_rate=cfg.learning_rate, lr_scheduler_type="constant", max_steps=cfg.max_steps,
+            per_device_train_batch_size=batch // cfg.gradient_accumulation_steps,
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,  # steps_per_generation follows it
+            num_generations=cfg.num_generations, max_completion_length=max_completion_length,
+            temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
+            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon,
+            # The reference model is loaded in the policy's dtype (TRL's default is float32).
+            model_init_kwargs={"dtype": str(policy.model.dtype).removeprefix("torch.")},
+        )
+
+    def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool) -> float:
+        """A lower bound on one step's cost: shortest prompt, one-token completions."""
+        shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
+        n = self.cfg.prompts_per_step * self.cfg.num_generations
+        parts = step_flops(config, [shortest] * n, [1] * n, [shortest + 1] * n,
+                           reference=self.cfg.beta > 0, old_logprobs=old_logprobs)
+        return sum(parts.values())
+
+
+# Config tests bind the YAML keys to this signature without building anything.
+GRPO.__signature__ = inspect.signature(GRPOMethodConfig)
+
+
+def _warn_double_bos(tok, formatted_prompt: str) -> None:
+    ids = tok(text=[formatted_prompt])["input_ids"][0]
+    if tok.bos_token_id is not None and ids[:2] == [tok.bos_token_id] * 2:
+        log.warning("TRL's prompt tokenisation adds a BOS to a chat-formatted prompt that already has one; "
+                    "training prompts carry two BOS tokens (counted in the FLOPs)")

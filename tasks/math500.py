@@ -1,0 +1,179 @@
+"""MATH-500: the 500-problem MATH test subset of "Let's Verify Step by Step" (Lightman et al. 2023).
+
+Data: OpenAI's prm800k `math_splits/test.jsonl`, shipped unmodified in tasks/data/math500 (MIT; see
+PROVENANCE.md), or `path:` for another file with the same columns. MATH-500 is evaluation-only:
+load("train") and load("validation") raise TaskDataError rather than carve a split out of the test
+set, which would make test scores incomparable with published ones. Train on another task (e.g.
+gsm8k) and evaluate here.
+
+Answer normalisation: Hugging Face `math-verify` (the checker used by open-r1 and lighteval),
+`verify(parse(gold), parse(prediction))` with the gold first (the comparison is not symmetric).
+The gold is the `answer` column wrapped in \\boxed{}; the prediction is the last \\boxed{...} of the
+completion, or the whole completion when it has none (math-verify then looks for other anchors such
+as "the final answer is"). math-verify's timeouts use SIGALRM, which works only in the main thread:
+off the main thread it runs with its timeouts off, and a cheap guard rejects the answers that can
+make sympy run for ever (power towers, huge exponents, chained factorials, >1,000 characters)
+everywhere, so a completion scores the same in any thread. `extract_answer` (for maj@k) is the last
+\\boxed{} content under a light string normalisation after Hendrycks et al.'s MATH `_strip_string`.
+
+    python -m pytest tests/test_task_math500.py -q
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+
+import datasets
+
+from tasks.base import DATA_DIR, TaskDataError
+
+PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+TIMEOUT_S = 5  # math-verify's own default; whole seconds (signal.alarm)
+MAX_ANSWER_CHARS = 1000  # the longest gold answer has 53
+_RISKY = re.compile(
+    r"\^\s*\{[^{}]*\^"  # a power inside an exponent: 2^{2^{100}}
+    r"|\^\s*\(?\s*\d[\d\s]*\)?\s*\^"  # chained powers: 9^9^9
+    r"|\^\s*\{?\s*\(?\s*-?\d{5,}"  # five-digit exponents: 9^{99999}
+    r"|(?<!\\)!\s*!"  # chained factorials: 100!!!; "\!" is a LaTeX thin space
+    r"|\d{5,}\s*!"  # factorials of five-digit numbers
+)
+_COLUMNS = ("problem", "answer")
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...} (or \\fbox{...}), nested braces included, else None.
+
+    >>> last_boxed(r"so \\boxed{\\frac{1}{2}} and finally \\boxed{\\dfrac{3}{4}}")
+    '\\\\dfrac{3}{4}'
+    """
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    i = text.find("{", start)
+    if i < 0:
+        return None
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1:j]
+    return None  # unbalanced: the answer was cut off
+
+
+def normalise(answer: str) -> str:
+    """A light canonical form for voting (after MATH `_strip_string`): '\\dfrac{1}{2}' -> '\\frac{1}{2}'."""
+    s = answer.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
+    s = s.replace("tfrac", "frac").replace("dfrac", "frac").replace("\\left", "").replace("\\right", "")
+    s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\$", "").replace("\\%", "")
+    s = re.sub(r"\\text\{\s*([^{}]*)\}", r"\1", s)
+    s = s.replace(" ", "").rstrip(".")
+    s = re.sub(r"(?<![\d}])\.(\d)", r"0.\1", s)  # ".5" -> "0.5"
+    if re.fullmatch(r"[a-z]=[^=]+", s):  # "x=5" -> "5", as MATH does for short assignments
+        s = s.split("=", 1)[1]
+    return s
+
+
+def _risky(text: str) -> bool:
+    return len(text) > MAX_ANSWER_CHARS or bool(_RISKY.search(text))
+
+
+class MATH500:
+    """MATH-500 (see the module docstring for data, splits and normalisation).
+
+    Args:
+        version: bump when scores change.
+        n_eval: use at most this many test rows (None = all 500).
+        max_new_tokens: completion length for evaluation.
+        source: "local" only (the shipped copy, or `path`).
+        path: a jsonl file with `problem` and `answer` columns; overrides the shipped copy.
+    """
+
+    name = "math500"
+
+    def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 1024,
+                 source: str = "local", path: str | None = None):
+        if source != "local":
+            raise TaskDataError(f"task.source={source!r} is unknown; MATH-500 is shipped, use local "
+                                "(or task.path=/path/to/test.jsonl for another copy)")
+        self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
+        self.source, self.path = source, path
+
+    # ---- data ----
+    def load(self, split: str) -> datasets.Dataset:
+        """Rows with `prompt`, `problem`, `answer`, `subject`, `level`, `unique_id` (test only)."""
+        if split in ("train", "validation"):
+            raise TaskDataError(f"MATH-500 is evaluation-only: there is no {split} split. Train on "
+                                "another task (e.g. task=gsm8k) and evaluate with task=math500.")
+        if split != "test":
+            raise TaskDataError(f"split {split!r} is unknown; MATH-500 has only test")
+        path = Path(self.path).expanduser() if self.path else DATA_DIR / "math500" / "test.jsonl"
+        rows = [_row(r, path, i) for i, r in enumerate(_read_jsonl(path), start=1)]
+        return datasets.Dataset.from_list(rows[:self.n_eval] if self.n_eval else rows)
+
+    # ---- scoring ----
+    def extract_answer(self, text: str) -> str | None:
+        """The normalised content of the last \\boxed{} in `text`, or None.
+
+        >>> MATH500().extract_answer(r"Thus the answer is $\\boxed{\\left( 3, \\dfrac{\\pi}{2} \\right)}$.")
+        '(3,\\\\frac{\\\\pi}{2})'
+        """
+        boxed = last_boxed(text)
+        if boxed is None:
+            return None
+        return normalise(boxed) or None
+
+    def is_correct(self, completion: str, answer: str, **_) -> bool:
+        """math-verify equivalence of the completion's final answer with the gold `answer`."""
+        boxed = last_boxed(completion)
+        pred = completion if boxed is None else f"\\boxed{{{boxed}}}"
+        if _risky(boxed if boxed is not None else completion):
+            return False
+        return _verify(f"\\boxed{{{answer}}}", pred)
+
+    def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
+        """TRL-style reward: 1.0 when math-verify accepts the final answer, else 0.
+
+        >>> MATH500().reward([r"... so $x = \\boxed{\\frac{1}{2}}$", r"\\boxed{\\frac{1}{"],
+        ...                  answer=["0.5", "0.5"])
+        [1.0, 0.0]
+        """
+        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
+
+
+def _verify(gold: str, pred: str) -> bool:
+    from math_verify import parse, verify  # imports sympy: pay for it only when scoring
+
+    timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    try:
+        gold_parsed = parse(gold, parsing_timeout=timeout)
+        pred_parsed = parse(pred, parsing_timeout=timeout)
+        return bool(gold_parsed and pred_parsed and verify(gold_parsed, pred_parsed,
+                                                           timeout_seconds=timeout))
+    except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
+        return False
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise TaskDataError(f"MATH-500 data file {path} not found; check task.path or reinstall "
+                            "esbench")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
+                                        "that line") from None
+    return rows
+
+
+def _row(raw: dict, path: Path, index: int) -> dict:
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(c), str) for c in _COLUMNS):
+        raise TaskDataError(f"{path}: row {index} is malformed ({str(raw)[:80]}); each row needs "
+                            "string `problem` and `answer` columns")
+    keep = {k: raw.get(k) for k in ("problem", "answer", "subject", "level", "unique_id")}
+    return {"prompt": PROMPT.format(problem=raw["problem"]), **keep}

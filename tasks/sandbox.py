@@ -1,0 +1,207 @@
+"""Run untrusted (model-written) Python in a throwaway, resource-limited process.
+
+Nothing from a completion is ever eval'd or exec'd in the harness process. `run_python` writes the
+code to a fresh temporary directory and runs it with the strongest isolation this host allows,
+probed once and reported by `isolation()`:
+
+- as root with util-linux `unshare` (the Linux dev box and most containers): new network (loopback
+  only), PID (with its own /proc), mount, IPC and UTS namespaces, and a random unprivileged uid/gid
+  per call, so the code cannot touch files it does not own and RLIMIT_NPROC (which root ignores)
+  stops fork bombs;
+- as root without `unshare`: the random uid only; as a normal user with unprivileged user
+  namespaces: `unshare --user --map-root-user` plus the same namespaces; otherwise rlimits only.
+
+Always: `python -I -S -B` (no PYTHON* variables, no site-packages or .pth hooks, stdlib only), an
+environment of PATH, HOME and TMPDIR only (HOME and cwd are the temp dir; no inherited secrets),
+stdin closed, stdout/stderr to size-limited files (a pipe could fill the harness's memory), rlimits
+on address space, CPU time, processes, file size and open files, a wall-clock timeout that kills
+the process group and, when a uid is dropped, every process of that uid (a child that calls setsid
+leaves the process group). The rlimits are set by a one-line prologue in the child rather than in
+`preexec_fn`, which is unsafe when the harness scores in threads; a dropped uid cannot raise them.
+
+`ok` means exit status 0 *and* a per-call random sentinel printed after the code, so a program that
+calls `os._exit(0)` or `sys.exit(0)` early, or closes stdout, fails. Limits: code that reads its own
+source could forge the sentinel, and world-writable dirs (/tmp) stay writable; this is a training
+sandbox, not a security boundary for adversaries who target it.
+
+    python -m pytest tests/test_task_mbpp.py -q
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+TAIL_CHARS = 2000
+_UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above real and subuid ranges
+_PY_FLAGS = ["-I", "-S", "-B", "-u"]  # -u keeps the sentinel after earlier prints
+_NS_FLAGS = ["--net", "--pid", "--fork", "--mount-proc", "--ipc", "--uts", "--kill-child"]
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What one sandboxed run did. `ok` is True only if the code ran to its end and exited 0."""
+
+    ok: bool
+    returncode: int | None
+    stdout_tail: str
+    stderr_tail: str
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class _Mode:
+    labels: tuple[str, ...]
+    python: str
+    prefix: tuple[str, ...] = ()  # {uid} and {gid} are filled in per call
+    drop_uid: bool = False  # via subprocess(user=...) when there is no prefix to do it
+
+
+def _fill(args, uid: int) -> list[str]:
+    return [a.format(uid=uid, gid=uid) for a in args]
+
+
+def _interpreters() -> list[str]:
+    """This interpreter, then same-version ones a dropped uid may be able to execute."""
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    found = [sys.executable, os.path.realpath(sys.executable), shutil.which(ver), f"/usr/bin/{ver}"]
+    return list(dict.fromkeys(p for p in found if p and os.access(p, os.X_OK)))
+
+
+def _probe(mode: _Mode) -> bool:
+    code = "import resource, os; print(os.getuid())"
+    uid = random.SystemRandom().randrange(*_UID_RANGE)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o777)
+        cmd = _fill(mode.prefix, uid) + [mode.python, *_PY_FLAGS, "-c", code]
+        user = dict(user=uid, group=uid, extra_groups=[]) if mode.drop_uid else {}
+        try:
+            out = subprocess.run(cmd, cwd=tmp, env={"PATH": "/usr/bin:/bin"}, timeout=20,
+                                 stdin=subprocess.DEVNULL, capture_output=True, **user)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    dropped = "uid-drop" not in mode.labels or out.stdout.strip() == str(uid).encode()
+    return out.returncode == 0 and dropped
+
+
+@functools.lru_cache(maxsize=1)
+def _mode() -> _Mode:
+    unshare = shutil.which("unshare")
+    pythons = _interpreters()
+    candidates = []
+    if os.name == "posix" and os.geteuid() == 0:
+        if unshare:
+            ns = (unshare, *_NS_FLAGS, "--setgid", "{gid}", "--setuid", "{uid}", "--")
+            labels = ("net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns", "uid-drop", "rlimits")
+            candidates += [_Mode(labels, py, ns) for py in pythons]
+        candidates += [_Mode(("uid-drop", "rlimits"), py, drop_uid=True) for py in pythons]
+    elif unshare:
+        ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
+        candidates.append(_Mode(("user-ns", "net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns",
+                                 "rlimits"), sys.executable, ns))
+    for mode in candidates:
+        if _probe(mode):
+            return mode
+    return _Mode(("rlimits",), sys.executable)
+
+
+def isolation() -> tuple[str, ...]:
+    """The isolation layers `run_python` uses on this host, e.g. ("net-ns", "pid-ns", ...)."""
+    return _mode().labels
+
+
+def _prologue(timeout_s: float, memory_mb: int, nproc: int, fsize_mb: int) -> str:
+    limits = {"RLIMIT_AS": memory_mb << 20, "RLIMIT_CPU": math.ceil(timeout_s) + 1,
+              "RLIMIT_FSIZE": fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0}
+    if nproc:
+        limits["RLIMIT_NPROC"] = nproc
+    # One line, so a traceback's line numbers are off by exactly one.
+    return (f"import resource as _r; [_r.setrlimit(getattr(_r, _k), (_v, _v)) for _k, _v in "
+            f"{limits!r}.items()]; del _r\n")
+
+
+def _tail(path: Path, sentinel: str = "") -> str:
+    text = path.read_bytes()[-(TAIL_CHARS * 4):].decode("utf-8", "replace")
+    return text.replace(sentinel, "")[-TAIL_CHARS:] if sentinel else text[-TAIL_CHARS:]
+
+
+def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if uid is not None:
+        # kill(-1) sent *as* the sandbox uid reaches every process of that uid, including ones that
+        # left the process group with setsid; killing the PID namespace's init ends the namespace.
+        # The probed interpreter is known to run as a dropped uid; kill(1) binaries parse -1 oddly.
+        kill = "import os, signal; os.kill(-1, signal.SIGKILL)"
+        subprocess.run([mode.python, "-I", "-S", "-c", kill], user=uid, group=uid,
+                       extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    proc.wait()
+
+
+def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int = 32,
+               fsize_mb: int = 16) -> SandboxResult:
+    """Run `code` as a Python script in a sandbox and report how it ended.
+
+    Args:
+        code: Python source; untrusted.
+        timeout_s: Wall-clock limit in seconds; CPU time is capped at ceil(timeout_s) + 1 s.
+        memory_mb: Address-space limit (RLIMIT_AS) in MiB.
+        nproc: Process limit for the sandbox uid (only enforced when a uid is dropped: root and
+            shared user ids ignore or share it). 0 leaves it unset.
+        fsize_mb: Largest file the code may write, stdout and stderr included, in MiB.
+
+    Returns:
+        A SandboxResult; it never raises for anything the code does.
+    """
+    mode = _mode()
+    uid = random.SystemRandom().randrange(*_UID_RANGE) if "uid-drop" in mode.labels else None
+    sentinel = f"esbench-sandbox-done-{random.SystemRandom().getrandbits(64):016x}"
+    outer = Path(tempfile.mkdtemp(prefix="esbench-sandbox-"))
+    try:
+        work = outer / "work"
+        work.mkdir()
+        script = outer / "main.py"
+        epilogue = f"\nimport os as _o; _o.write(1, b'\\n{sentinel}\\n')\n"
+        script.write_text(_prologue(timeout_s, memory_mb, nproc if uid else 0, fsize_mb) + code
+                          + epilogue, encoding="utf-8")
+        if uid is not None:
+            os.chmod(outer, 0o711)  # the uid may enter and read main.py but not list or write
+            script.chmod(0o644)
+            os.chown(work, uid, uid)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work),
+               "LANG": "C.UTF-8"}
+        cmd = _fill(mode.prefix, uid or 0) + [mode.python, *_PY_FLAGS, str(script)]
+        user = dict(user=uid, group=uid, extra_groups=[]) if mode.drop_uid else {}
+        with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err:
+            try:
+                proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=out, stderr=err, start_new_session=True, **user)
+            except OSError as e:
+                return SandboxResult(False, None, "", f"sandbox could not start: {e}", False)
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            _kill_all(proc, mode, uid)  # also reaps stragglers after a normal exit
+        finished = sentinel.encode() in (outer / "stdout").read_bytes()
+        return SandboxResult(
+            ok=finished and proc.returncode == 0 and not timed_out,
+            returncode=proc.returncode,
+            stdout_tail=_tail(outer / "stdout", sentinel).rstrip("\n"),
+            stderr_tail=_tail(outer / "stderr"),
+            timed_out=timed_out,
+        )
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
