@@ -184,7 +184,10 @@ class _LedgerCallback(TrainerCallback):
         self.tokens_counted = 0
         self.step: dict = {}
         self.rewards: list[float] = []
-        self._t0 = self._t_start = time.perf_counter()
+        self._t0 = self.t_start = time.perf_counter()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.t_start = time.perf_counter()
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._t0 = time.perf_counter()
@@ -218,7 +221,7 @@ class _LedgerCallback(TrainerCallback):
                "budget_fraction": self.ledger.fraction, "reward": reward, "reward_std": logs.get("reward_std"),
                "loss": logs.get("loss"), "kl": logs.get("kl"), "lr": logs.get("learning_rate"),
                "grad_norm": logs.get("grad_norm"), "completion_mean_len": logs.get("completions/mean_length"),
-               "trl_num_tokens": logs.get("num_tokens"), "wall_s": time.perf_counter() - self._t_start, **step}
+               "trl_num_tokens": logs.get("num_tokens"), "wall_s": time.perf_counter() - self.t_start, **step}
         log_step(self.run_dir, row)
         kl = "-" if row["kl"] is None else f"{row['kl']:.2e}"
         print(f"grpo step {row['step']:4d} | reward {_fmt(reward)} | loss {_fmt(row['loss'], '.3e')} | kl {kl} | "
@@ -228,6 +231,13 @@ class _LedgerCallback(TrainerCallback):
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
+
+
+def _warn_double_bos(tok, formatted_prompt: str) -> None:
+    ids = tok(text=[formatted_prompt])["input_ids"][0]
+    if tok.bos_token_id is not None and ids[:2] == [tok.bos_token_id] * 2:
+        log.warning("TRL's prompt tokenisation adds a BOS to a chat-formatted prompt that already has one; "
+                    "training prompts carry two BOS tokens (counted in the FLOPs)")
 
 
 class GRPO:
@@ -279,25 +289,29 @@ class GRPO:
         return {"steps": trainer.state.global_step, "flops": ledger.flops, "samples": ledger.samples,
                 "reward_first": callback.rewards[0] if callback.rewards else None,
                 "reward_last": callback.rewards[-1] if callback.rewards else None,
-                "wall_s": time.perf_counter() - callback._t_start}
+                "wall_s": time.perf_counter() - callback.t_start}
 
     def _trl_args(self, policy: Policy, run_dir: Path, max_completion_length: int) -> GRPOConfig:
         cfg = self.cfg
         on_cpu = policy.model.device.type == "cpu"
         batch = cfg.prompts_per_step * cfg.num_generations
+        # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
+        checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+                         else "gradient_checkpointing")
+        # The reference model is loaded in the policy's dtype (TRL's default is float32).
+        dtype = str(policy.model.dtype).removeprefix("torch.")
+        ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta else {}
         return GRPOConfig(
             output_dir=str(run_dir / "trl"), report_to="none", save_strategy="no", logging_steps=1,
             disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,
             # TRL defaults both to True even on CPU, where bf16 autocast is slow and checkpointing useless.
-            bf16=not on_cpu, gradient_checkpointing=cfg.gradient_checkpointing,
+            bf16=not on_cpu, **{checkpointing: cfg.gradient_checkpointing},
             learning_rate=cfg.learning_rate, lr_scheduler_type="constant", max_steps=cfg.max_steps,
             per_device_train_batch_size=batch // cfg.gradient_accumulation_steps,
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,  # steps_per_generation follows it
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
-            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon,
-            # The reference model is loaded in the policy's dtype (TRL's default is float32).
-            model_init_kwargs={"dtype": str(policy.model.dtype).removeprefix("torch.")},
+            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **ref_kwargs,
         )
 
     def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool) -> float:
@@ -312,9 +326,3 @@ class GRPO:
 # Config tests bind the YAML keys to this signature without building anything.
 GRPO.__signature__ = inspect.signature(GRPOMethodConfig)
 
-
-def _warn_double_bos(tok, formatted_prompt: str) -> None:
-    ids = tok(text=[formatted_prompt])["input_ids"][0]
-    if tok.bos_token_id is not None and ids[:2] == [tok.bos_token_id] * 2:
-        log.warning("TRL's prompt tokenisation adds a BOS to a chat-formatted prompt that already has one; "
-                    "training prompts carry two BOS tokens (counted in the FLOPs)")

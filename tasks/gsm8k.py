@@ -62,7 +62,8 @@ class GSM8K:
         n_eval: use at most this many test/validation rows (None = all).
         max_new_tokens: completion length for evaluation and training.
         source: "local" (shipped copy, or `path`) or "hub" (`openai/gsm8k`, "main").
-        path: directory with train.jsonl and test.jsonl (official format); overrides the shipped copy.
+        path: directory with train.jsonl and test.jsonl (official format), instead of the
+            shipped copy.
     """
 
     name = "gsm8k"
@@ -94,8 +95,9 @@ class GSM8K:
             except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
                 raise TaskDataError(
                     f"could not load {HUB_ID} ('main', split {official_split}) from the Hugging "
-                    f"Face hub ({type(e).__name__}: {str(e)[:200]}). Offline? Use task.source=local "
-                    "(the shipped copy) or set HF_DATASETS_CACHE to a cache that holds it.") from e
+                    f"Face hub ({type(e).__name__}: {str(e)[:200]}). Offline? Use "
+                    "task.source=local (the shipped copy) or set HF_DATASETS_CACHE to a cache "
+                    "that holds it.") from e
             where = f"{HUB_ID}:{official_split}"
         else:
             folder = Path(self.path).expanduser() if self.path else DATA_DIR / "gsm8k"

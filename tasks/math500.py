@@ -63,9 +63,10 @@ def last_boxed(text: str) -> str | None:
 
 
 def normalise(answer: str) -> str:
-    """A light canonical form for voting (after MATH `_strip_string`): '\\dfrac{1}{2}' -> '\\frac{1}{2}'."""
-    s = answer.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
-    s = s.replace("tfrac", "frac").replace("dfrac", "frac").replace("\\left", "").replace("\\right", "")
+    """A light canonical form for voting, after MATH's `_strip_string` (\\dfrac -> \\frac, ...)."""
+    s = answer.replace("\n", "").replace("\\!", "")
+    s = s.replace("tfrac", "frac").replace("dfrac", "frac")
+    s = s.replace("\\left", "").replace("\\right", "")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\$", "").replace("\\%", "")
     s = re.sub(r"\\text\{\s*([^{}]*)\}", r"\1", s)
     s = s.replace(" ", "").rstrip(".")
@@ -95,14 +96,14 @@ class MATH500:
     def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 1024,
                  source: str = "local", path: str | None = None):
         if source != "local":
-            raise TaskDataError(f"task.source={source!r} is unknown; MATH-500 is shipped, use local "
-                                "(or task.path=/path/to/test.jsonl for another copy)")
+            raise TaskDataError(f"task.source={source!r} is unknown; MATH-500 is shipped, use "
+                                "local (or task.path=/path/to/test.jsonl for another copy)")
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
-        """Rows with `prompt`, `problem`, `answer`, `subject`, `level`, `unique_id` (test only)."""
+        """Rows with `prompt`, `problem`, `solution`, `answer`, `subject`, `level`, `unique_id`."""
         if split in ("train", "validation"):
             raise TaskDataError(f"MATH-500 is evaluation-only: there is no {split} split. Train on "
                                 "another task (e.g. task=gsm8k) and evaluate with task=math500.")
@@ -116,7 +117,7 @@ class MATH500:
     def extract_answer(self, text: str) -> str | None:
         """The normalised content of the last \\boxed{} in `text`, or None.
 
-        >>> MATH500().extract_answer(r"Thus the answer is $\\boxed{\\left( 3, \\dfrac{\\pi}{2} \\right)}$.")
+        >>> MATH500().extract_answer(r"So $\\boxed{\\left( 3, \\dfrac{\\pi}{2} \\right)}$.")
         '(3,\\\\frac{\\\\pi}{2})'
         """
         boxed = last_boxed(text)
@@ -175,5 +176,6 @@ def _row(raw: dict, path: Path, index: int) -> dict:
     if not isinstance(raw, dict) or not all(isinstance(raw.get(c), str) for c in _COLUMNS):
         raise TaskDataError(f"{path}: row {index} is malformed ({str(raw)[:80]}); each row needs "
                             "string `problem` and `answer` columns")
-    keep = {k: raw.get(k) for k in ("problem", "answer", "subject", "level", "unique_id")}
+    keep = {k: raw.get(k) for k in ("problem", "solution", "answer", "subject", "level",
+                                           "unique_id")}
     return {"prompt": PROMPT.format(problem=raw["problem"]), **keep}

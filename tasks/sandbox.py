@@ -29,6 +29,7 @@ sandbox, not a security boundary for adversaries who target it.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import random
@@ -77,19 +78,10 @@ def _interpreters() -> list[str]:
 
 
 def _probe(mode: _Mode) -> bool:
-    code = "import resource, os; print(os.getuid())"
-    uid = random.SystemRandom().randrange(*_UID_RANGE)
-    with tempfile.TemporaryDirectory() as tmp:
-        os.chmod(tmp, 0o777)
-        cmd = _fill(mode.prefix, uid) + [mode.python, *_PY_FLAGS, "-c", code]
-        user = dict(user=uid, group=uid, extra_groups=[]) if mode.drop_uid else {}
-        try:
-            out = subprocess.run(cmd, cwd=tmp, env={"PATH": "/usr/bin:/bin"}, timeout=20,
-                                 stdin=subprocess.DEVNULL, capture_output=True, **user)
-        except (OSError, subprocess.SubprocessError):
-            return False
-    dropped = "uid-drop" not in mode.labels or out.stdout.strip() == str(uid).encode()
-    return out.returncode == 0 and dropped
+    """Whether `mode` runs a script exactly as run_python will (temp dirs, uid, namespaces)."""
+    result = _run(mode, "import os; print(os.getuid())", 20, 512, 32, 16)
+    uid = result.stdout_tail.strip()
+    return result.ok and ("uid-drop" not in mode.labels or int(uid) >= _UID_RANGE[0])
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,10 +99,9 @@ def _mode() -> _Mode:
         ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
         candidates.append(_Mode(("user-ns", "net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns",
                                  "rlimits"), sys.executable, ns))
-    for mode in candidates:
-        if _probe(mode):
-            return mode
-    return _Mode(("rlimits",), sys.executable)
+    chosen = next((m for m in candidates if _probe(m)), _Mode(("rlimits",), sys.executable))
+    logging.getLogger(__name__).info("sandbox isolation: %s (%s)", chosen.labels, chosen.python)
+    return chosen
 
 
 def isolation() -> tuple[str, ...]:
@@ -123,9 +114,31 @@ def _prologue(timeout_s: float, memory_mb: int, nproc: int, fsize_mb: int) -> st
               "RLIMIT_FSIZE": fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0}
     if nproc:
         limits["RLIMIT_NPROC"] = nproc
-    # One line, so a traceback's line numbers are off by exactly one.
-    return (f"import resource as _r; [_r.setrlimit(getattr(_r, _k), (_v, _v)) for _k, _v in "
-            f"{limits!r}.items()]; del _r\n")
+    # One line, so a traceback's line numbers are off by exactly one. A hard limit can only be
+    # lowered, so never ask for more than the current one.
+    return ("import resource as _r; [_r.setrlimit(_k, (_v, _v) if _h == _r.RLIM_INFINITY else "
+            "(min(_v, _h),) * 2) for _k, _v, _h in ((getattr(_r, _n), _v, "
+            f"_r.getrlimit(getattr(_r, _n))[1]) for _n, _v in {limits!r}.items())]; del _r\n")
+
+
+def _own_tasks() -> int:
+    """Threads of this user: RLIMIT_NPROC counts them all, so a shared uid needs headroom."""
+    count, uid = 0, os.getuid()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass  # the process ended while we looked
+    return count
+
+
+def _nproc_limit(nproc: int, uid: int | None) -> int:
+    if not nproc or uid is not None:
+        return nproc  # a fresh uid owns nothing yet
+    if os.geteuid() == 0 or not os.path.isdir("/proc"):
+        return 0  # root ignores RLIMIT_NPROC; without /proc we cannot size it
+    return _own_tasks() + nproc
 
 
 def _tail(path: Path, sentinel: str = "") -> str:
@@ -133,19 +146,23 @@ def _tail(path: Path, sentinel: str = "") -> str:
     return text.replace(sentinel, "")[-TAIL_CHARS:] if sentinel else text[-TAIL_CHARS:]
 
 
-def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None) -> None:
+def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None, timed_out: bool):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    if uid is not None:
+    # After a normal exit in a PID namespace the kernel has already killed everything in it.
+    if uid is not None and (timed_out or "pid-ns" not in mode.labels):
         # kill(-1) sent *as* the sandbox uid reaches every process of that uid, including ones that
         # left the process group with setsid; killing the PID namespace's init ends the namespace.
         # The probed interpreter is known to run as a dropped uid; kill(1) binaries parse -1 oddly.
         kill = "import os, signal; os.kill(-1, signal.SIGKILL)"
-        subprocess.run([mode.python, "-I", "-S", "-c", kill], user=uid, group=uid,
-                       extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/",
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        try:
+            subprocess.run([mode.python, "-I", "-S", "-c", kill], user=uid, group=uid,
+                           extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            pass  # nothing left to kill, or the host is in trouble; never fail the caller
     proc.wait()
 
 
@@ -157,14 +174,18 @@ def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int
         code: Python source; untrusted.
         timeout_s: Wall-clock limit in seconds; CPU time is capped at ceil(timeout_s) + 1 s.
         memory_mb: Address-space limit (RLIMIT_AS) in MiB.
-        nproc: Process limit for the sandbox uid (only enforced when a uid is dropped: root and
-            shared user ids ignore or share it). 0 leaves it unset.
+        nproc: Processes (threads) the code may add. Exact with a dropped uid; for a normal
+            user it is added to the user's current count; root ignores it. 0 leaves it unset.
         fsize_mb: Largest file the code may write, stdout and stderr included, in MiB.
 
     Returns:
         A SandboxResult; it never raises for anything the code does.
     """
-    mode = _mode()
+    return _run(_mode(), code, timeout_s, memory_mb, nproc, fsize_mb)
+
+
+def _run(mode: _Mode, code: str, timeout_s: float, memory_mb: int, nproc: int,
+         fsize_mb: int) -> SandboxResult:
     uid = random.SystemRandom().randrange(*_UID_RANGE) if "uid-drop" in mode.labels else None
     sentinel = f"esbench-sandbox-done-{random.SystemRandom().getrandbits(64):016x}"
     outer = Path(tempfile.mkdtemp(prefix="esbench-sandbox-"))
@@ -173,8 +194,8 @@ def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int
         work.mkdir()
         script = outer / "main.py"
         epilogue = f"\nimport os as _o; _o.write(1, b'\\n{sentinel}\\n')\n"
-        script.write_text(_prologue(timeout_s, memory_mb, nproc if uid else 0, fsize_mb) + code
-                          + epilogue, encoding="utf-8")
+        prologue = _prologue(timeout_s, memory_mb, _nproc_limit(nproc, uid), fsize_mb)
+        script.write_text(prologue + code + epilogue, encoding="utf-8")
         if uid is not None:
             os.chmod(outer, 0o711)  # the uid may enter and read main.py but not list or write
             script.chmod(0o644)
@@ -194,7 +215,7 @@ def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int
                 proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-            _kill_all(proc, mode, uid)  # also reaps stragglers after a normal exit
+            _kill_all(proc, mode, uid, timed_out)  # also reaps stragglers after a normal exit
         finished = sentinel.encode() in (outer / "stdout").read_bytes()
         return SandboxResult(
             ok=finished and proc.returncode == 0 and not timed_out,

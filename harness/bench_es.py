@@ -1,0 +1,73 @@
+"""Where an ES iteration's time goes: generation vs reward vs perturb+restore vs update.
+
+Runs a few ES iterations (methods/es.py) on a zoo model or a local/hub model, with the compute
+ledger set in samples so it stops after exactly --iterations, and prints each phase in seconds
+and as a share of the iteration. ES's own overhead (perturb + restore + update + reward) should
+stay under ~10% of an iteration: generation is the work that buys the reward signal.
+
+    python -m harness.bench_es --model zoo-1m --iterations 3 --population 30 --prompts 64 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import torch
+
+from harness.budget import Ledger
+from harness.policy import load_policy
+from methods.es import ES
+from tasks.countdown import Countdown
+
+PHASES = ("generate", "reward", "perturb_restore", "update")
+
+
+def bench(model: str, iterations: int, population: int, prompts: int, max_new_tokens: int,
+          sigma: float, dtype: str) -> list[dict]:
+    """Run `iterations` ES iterations in a throwaway run_dir; return the per-iteration log rows."""
+    policy = load_policy(model, dtype=dtype)
+    task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
+    method = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
+                generation_batch_size=prompts, checkpoint_every=0)
+    with tempfile.TemporaryDirectory() as run_dir:
+        ledger = Ledger(limit=iterations * population * prompts, kind="samples")
+        method.train(policy, task, ledger, Path(run_dir))
+        return [json.loads(line) for line in (Path(run_dir) / "train_log.jsonl").read_text().splitlines()]
+
+
+def report(rows: list[dict]) -> str:
+    """A table of mean seconds and % of the iteration per phase (the first iteration is warm-up if >1)."""
+    timed = rows[1:] if len(rows) > 1 else rows
+    wall = statistics.fmean(r["wall_s"] for r in timed)
+    lines = [f"{'phase':18s} {'s/iter':>8s} {'%':>6s}"]
+    for p in PHASES:
+        s = statistics.fmean(r[f"time_{p}_s"] for r in timed)
+        lines.append(f"{p:18s} {s:8.3f} {100 * s / wall:6.1f}")
+    overhead = sum(statistics.fmean(r[f"time_{p}_s"] for r in timed) for p in PHASES if p != "generate")
+    lines.append(f"{'iteration (wall)':18s} {wall:8.3f} {100.0:6.1f}")
+    lines.append(f"ES overhead (all but generate): {100 * overhead / wall:.1f}% of the iteration "
+                 f"(goal < 10%), mean over {len(timed)} of {len(rows)} iterations")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m harness.bench_es", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="zoo-1m", help="zoo name, local path or hub id")
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--population", type=int, default=30)
+    ap.add_argument("--prompts", type=int, default=64, help="prompts per iteration")
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--sigma", type=float, default=1e-3, help="alpha is sigma/2")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows = bench(args.model, args.iterations, args.population, args.prompts, args.max_new_tokens, args.sigma, args.dtype)
+    print(report(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Conciseness: answer in as many characters as a short reference answer (the ES paper's 2nd task).
+
+Qiu et al. 2025 (arXiv 2509.24372) fine-tune for conciseness with a length-only reward: minus the
+absolute difference in characters between the completion and a short target answer. Correctness
+is not rewarded, which is the point of the task: it probes how each method trades reward against
+drift from the base model (watch KL and `is_correct` next to reward). Their Table 2 reports the
+reward normalised so that -2000 maps to 0 and 0 (exact length) maps to 1:
+`normalised_reward(r) = 1 + r / 2000` (linear, not clipped: more than 2,000 characters off is < 0).
+
+Data: tasks/data/conciseness/prompts.jsonl, a prompt set written for this project (not the paper's
+data; released with the project's code): two training prompts and eight held-out test prompts, each
+with a short target answer, rows {"split", "prompt", "target"}.
+Validation = the two training prompts: with so few prompts there is nothing to carve out, and
+reusing test prompts for model selection would leak them (the Countdown `paper` source makes the
+same choice).
+
+Scoring: reward = -|len(completion.strip()) - len(target)|; `extract_answer` is the stripped
+completion; `is_correct` is a case-insensitive exact match with the target (a strict accuracy
+that reward alone does not optimise).
+
+    python -m pytest tests/test_task_conciseness.py -q
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+
+from tasks.base import DATA_DIR, TaskDataError
+
+PAPER_REWARD_FLOOR = -2000.0  # maps to 0 in the paper's Table 2
+
+
+def normalised_reward(r: float) -> float:
+    """The paper's Table 2 scale: -2000 -> 0, 0 -> 1.
+
+    >>> normalised_reward(-2000), normalised_reward(0.0), normalised_reward(-50)
+    (0.0, 1.0, 0.975)
+    """
+    return 1.0 + r / -PAPER_REWARD_FLOOR
+
+
+class Conciseness:
+    """The conciseness task (see the module docstring).
+
+    Args:
+        version: bump when scores change.
+        n_eval: use at most this many test/validation prompts (None = all).
+        max_new_tokens: completion length for evaluation and training.
+        path: a jsonl file of {"split": "train"|"test", "prompt", "target"}, instead of the
+            shipped set.
+    """
+
+    name = "conciseness"
+    normalised_reward = staticmethod(normalised_reward)
+
+    def __init__(self, version: int = 1, n_eval: int | None = None, max_new_tokens: int = 128,
+                 path: str | None = None):
+        self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
+        self.path = path
+
+    def load(self, split: str) -> datasets.Dataset:
+        """Rows with `prompt` and `target`; validation = the training prompts (module docstring)."""
+        if split not in ("train", "validation", "test"):
+            raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
+        path = DATA_DIR / "conciseness" / "prompts.jsonl"
+        path = Path(self.path).expanduser() if self.path else path
+        wanted = "test" if split == "test" else "train"
+        rows = [{"prompt": r["prompt"], "target": r["target"]}
+                for r in _read_rows(path) if r["split"] == wanted]
+        if not rows:
+            raise TaskDataError(f"{path}: no rows with split={wanted!r}; add at least one")
+        if split != "train" and self.n_eval:
+            rows = rows[:self.n_eval]
+        return datasets.Dataset.from_list(rows)
+
+    def extract_answer(self, text: str) -> str | None:
+        """The stripped completion, or None when it is empty."""
+        return text.strip() or None
+
+    def is_correct(self, completion: str, target: str, **_) -> bool:
+        """Case-insensitive exact match of the stripped completion with `target`."""
+        return completion.strip().casefold() == target.strip().casefold()
+
+    def reward(self, completions: list[str], target: list[str], **kwargs) -> list[float]:
+        """TRL-style reward: minus the character-length difference from the target answer.
+
+        >>> Conciseness().reward(["Jupiter", "The largest planet is, of course, Jupiter!", ""],
+        ...                      target=["Jupiter"] * 3)
+        [0.0, -35.0, -7.0]
+        """
+        pairs = zip(completions, target, strict=True)
+        return [0.0 - abs(len(c.strip()) - len(t)) for c, t in pairs]  # 0.0 - 0 is 0.0, not -0.0
+
+
+def _read_rows(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise TaskDataError(f"conciseness prompt file {path} not found; check task.path or "
+                            "reinstall esbench")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
+                                    "that line") from None
+            if not (isinstance(r, dict) and r.get("split") in ("train", "test")
+                    and isinstance(r.get("prompt"), str) and isinstance(r.get("target"), str)):
+                raise TaskDataError(f"{path}: line {i} is malformed ({str(r)[:80]}); each row "
+                                    'needs "split" ("train" or "test") and string "prompt" and '
+                                    '"target"')
+            rows.append(r)
+    return rows

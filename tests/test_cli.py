@@ -1,0 +1,46 @@
+"""The command line: bad input gets one line naming the fix; a base run writes record, tables and plot.
+
+    python -m pytest tests/test_cli.py -q
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def harness(*args, cwd):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_missing_model_path_is_one_clear_line(tmp_path):
+    r = harness("method=base", "model.name_or_path=./no/such/model", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "esbench: error: model path './no/such/model' does not exist" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_task_names_the_options(tmp_path):
+    r = harness("task=nosuchtask", cwd=tmp_path)
+    assert r.returncode != 0 and "nosuchtask" in r.stderr and "Available options" in r.stderr
+    assert "countdown" in r.stderr
+
+
+def test_eval_n_smaller_than_k_is_explained(tmp_path):
+    r = harness("method=base", "eval.n_samples=8", cwd=tmp_path)
+    assert r.returncode == 2 and "eval.n_samples=8 is smaller than the largest k=32" in r.stderr
+
+
+def test_base_run_writes_record_table_and_plot(tmp_path):
+    r = harness("method=base", "model=zoo-100k", "eval.n_prompts=20", "eval.n_samples=32", "group=t", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec = json.loads(next((tmp_path / "runs" / "t").rglob("record.json")).read_text())
+    assert rec["status"] == "ok" and rec["metrics"]["test"]["pass@32"]["n"] == 20
+    assert rec["config"]["seed"] == 0 and rec["torch_threads"] == 2 and rec["versions"]["trl"] == "1.12.0"
+    out = tmp_path / "results" / "t"
+    assert "pass@16" in (out / "table.md").read_text() and (out / "passk.png").is_file()
+    assert "| base | zoo-100k |" in r.stdout

@@ -1,0 +1,141 @@
+"""GRPO through TRL (methods/grpo.py) on a tiny random Qwen2 model, on CPU.
+
+Run: python -m pytest tests/test_grpo.py -q
+
+Each training run is 1-2 steps of 4 prompts x 4 completions x 8 new tokens; the FLOPs the ledger
+was charged are recomputed from the per-sequence token counts the method logged, and those counts
+are checked against what TRL itself reports (its `num_tokens` and mean completion length).
+"""
+import json
+
+import pytest
+import torch
+
+from harness.budget import BudgetError, Ledger
+from harness.chartok import build_char_tokenizer
+from harness.flops import forward_flops, generation_flops
+from harness.policy import Policy
+from harness.zoo import ZOO, make_model
+from methods.grpo import GRPO, GRPOMethodConfig
+from tasks.countdown import Countdown
+
+torch.set_num_threads(1)
+
+HP = dict(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3, beta=0.0)
+BATCH = 16  # prompts_per_step x num_generations
+
+
+class DigitCountdown(Countdown):
+    """Countdown prompts with a dense reward (share of digits in the completion), so that a random
+    model's completions differ in reward and GRPO has a non-zero advantage to follow."""
+
+    def reward(self, completions, **kwargs):
+        return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
+
+
+def tiny_policy() -> Policy:
+    tok = build_char_tokenizer()
+    model = make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id)
+    return Policy(model, tok, "test")
+
+
+def run(tmp_path, ledger=None, policy=None, **overrides):
+    """Train a fresh tiny policy; return (policy, params before, ledger, train_log rows, summary)."""
+    policy = policy or tiny_policy()
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    ledger = ledger or Ledger(limit=1e18)
+    summary = GRPO(**{**HP, **overrides}).train(policy, DigitCountdown(n_train=64), ledger, tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    return policy, before, ledger, rows, summary
+
+
+def hand_flops(config, row, *, updates_per_forward: int) -> float:
+    """generation + (3 update + extra scoring forwards) x forward, from the logged token counts."""
+    p, c = row["prompt_tokens"], row["completion_tokens"]
+    scoring = sum(forward_flops(config, a + b) for a, b in zip(p, c))
+    return generation_flops(config, p, c) + updates_per_forward * scoring
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("grpo"), max_steps=2)
+
+
+def test_two_steps_train_and_charge(two_steps):
+    policy, before, ledger, rows, summary = two_steps
+    assert summary["steps"] == ledger.steps == len(rows) == 2
+    assert ledger.flops > 0 and ledger.samples == 2 * BATCH
+    changed = [n for n, p in policy.model.named_parameters() if not torch.equal(p, before[n])]
+    assert changed, "no parameter changed after two GRPO steps"
+    assert not policy.model.training
+
+
+def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
+    policy, _, ledger, rows, _ = two_steps
+    cfg, seen = policy.model.config, 0
+    for row, charged in zip(rows, ledger.history):
+        assert len(row["prompt_tokens"]) == len(row["completion_tokens"]) == BATCH
+        assert all(1 <= c <= 8 for c in row["completion_tokens"])
+        seen += sum(row["prompt_tokens"]) + sum(row["completion_tokens"])
+        assert seen == row["trl_num_tokens"]  # TRL's own prompt+completion token total
+        mean_len = sum(row["completion_tokens"]) / BATCH
+        assert mean_len == pytest.approx(row["completion_mean_len"])
+        assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=3))
+    assert ledger.flops == pytest.approx(sum(hand_flops(cfg, r, updates_per_forward=3) for r in rows))
+
+
+def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path):
+    first_step = two_steps[2].history[0]["flops"]
+    _, _, ledger, rows, summary = run(tmp_path, ledger=Ledger(limit=0.9 * first_step))
+    assert summary["steps"] == ledger.steps == len(rows) == 1
+    assert ledger.exhausted and ledger.samples == BATCH
+
+
+def test_budget_below_one_step_fails_before_training(tmp_path):
+    with pytest.raises(BudgetError, match="raise budget.flops"):
+        run(tmp_path, ledger=Ledger(limit=1e3))
+
+
+def test_beta_builds_reference_from_saved_initial_model(tmp_path):
+    policy, _, ledger, rows, _ = run(tmp_path, beta=1e-3, max_steps=1)
+    assert (tmp_path / "init_model" / "config.json").is_file()
+    assert policy.model.config.name_or_path != str(tmp_path / "init_model")  # restored after TRL built it
+    # Before the first update the policy equals the reference, so a reference built from the saved
+    # initial weights gives KL 0 (a different model would not).
+    assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)
+    assert ledger.history[0]["reference"] > 0
+    row, cfg = rows[0], policy.model.config
+    scoring = sum(forward_flops(cfg, p + c) for p, c in zip(row["prompt_tokens"], row["completion_tokens"]))
+    assert row["flops_step"]["reference"] == pytest.approx(scoring)
+    assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=4))
+
+
+def test_num_iterations_reuses_batch_and_pays_old_logprobs(tmp_path):
+    policy, _, ledger, rows, _ = run(tmp_path, num_iterations=2, max_steps=2)
+    cfg = policy.model.config
+    first, second = rows
+    assert sum(first["flops_step"].values()) == pytest.approx(hand_flops(cfg, first, updates_per_forward=4))
+    assert second["prompt_tokens"] == [] and second["flops_step"]["generation"] == 0
+    assert second["flops_step"]["update"] == first["flops_step"]["update"]  # same batch, trained again
+    assert ledger.samples == BATCH
+
+
+def test_prompts_go_through_the_chat_template(tmp_path):
+    policy = tiny_policy()
+    policy.tokenizer.chat_template = "{{ 'SYSTEM: solve the countdown problem. USER: ' + messages[-1]['content'] }}A:"
+    policy.chat_template = True
+    _, _, _, rows, _ = run(tmp_path, policy=policy, max_steps=1)
+    wrapper = len(policy.format(""))  # 45 characters around each raw prompt (~10 characters)
+    raw = {len(p) for p in DigitCountdown(n_train=64).load("train")["prompt"]}
+    assert all(n - wrapper in raw for n in rows[0]["prompt_tokens"])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(loss_type="ppo"), "use one of grpo, dr_grpo, dapo"),
+    (dict(num_generations=1), "at least 2"),
+    (dict(gradient_accumulation_steps=3), "must divide"),
+    (dict(learning_rate=0.0), "must be > 0"),
+])
+def test_config_validation_names_the_fix(bad, message):
+    with pytest.raises(ValueError, match=message):
+        GRPOMethodConfig(**bad)

@@ -1,0 +1,122 @@
+"""PPO (methods/ppo.py): the reward adapter scores what the task scores; updates train and charge the ledger.
+
+    python -m pytest tests/test_ppo.py -q
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from trl.experimental.utils import get_reward
+
+from harness.budget import BudgetError, Ledger
+from harness.chartok import build_char_tokenizer
+from harness.flops import forward_flops, generation_flops
+from harness.policy import Policy
+from harness.zoo import ZOO, make_model
+from methods.ppo import PPO, TaskRewardModel, make_value_model, update_flops
+from tasks.countdown import Countdown
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_char_tokenizer()
+
+
+def tiny_policy(tok) -> Policy:
+    return Policy(make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id), tok, "test")
+
+
+@pytest.mark.parametrize("pad_is_eos", [False, True])
+def test_reward_adapter_matches_task_reward(tok, pad_is_eos):
+    if pad_is_eos:  # as load_policy does for tokenizers without a pad token: EOS is masked like padding
+        tok = copy.deepcopy(tok)
+        tok.pad_token = tok.eos_token
+    task = Countdown(n_train=64)
+    rows = task.load("train").to_list()
+    prompt_ids = tok([r["prompt"] for r in rows], add_special_tokens=False)["input_ids"]
+    rm = TaskRewardModel(task, tok, rows, prompt_ids)
+    # Prompts of different lengths, so the shorter ones are left-padded in the query.
+    by_len = {len(ids): i for i, ids in enumerate(prompt_ids)}
+    short, long = by_len[min(by_len)], by_len[max(by_len)]
+    assert len(prompt_ids[long]) > len(prompt_ids[short])
+    picks = [short, long, short, long]
+    completions = [rows[short]["solution"], "(1+2)*3", "((((*/" * 3, rows[long]["solution"] + ")"]
+    # The malformed one ran out of tokens without EOS, so it is the longest: generation stops
+    # when every row has hit EOS or the length limit; shorter rows end in EOS then padding.
+    eos = [True, True, False, True]
+    width = max(len(c) + e for c, e in zip(completions, eos))
+    assert width == len(completions[2])
+    context = max(len(prompt_ids[i]) for i in picks)
+    seqs = []
+    for i, text, stop in zip(picks, completions, eos):
+        query = [tok.pad_token_id] * (context - len(prompt_ids[i])) + prompt_ids[i]
+        resp = tok(text, add_special_tokens=False)["input_ids"] + ([tok.eos_token_id] if stop else [])
+        resp = (resp + [tok.pad_token_id] * width)[:width]
+        seqs.append(query + resp)
+    query_responses = torch.tensor(seqs)
+    _, scores, _ = get_reward(rm, query_responses, tok.pad_token_id, context)  # exactly TRL's call
+    expected = task.reward(completions, nums=[rows[i]["nums"] for i in picks], target=[rows[i]["target"] for i in picks])
+    assert expected == [1.0, 0.0, 0.0, 0.0]  # correct, wrong, malformed, extra token
+    assert scores.tolist() == expected
+    scored = rm.drain()
+    assert [s["prompt_tokens"] for s in scored] == [len(prompt_ids[i]) for i in picks]
+    assert [s["completion_tokens"] for s in scored] == [len(c) + e for c, e in zip(completions, eos)]
+    assert rm.drain() == []
+
+
+def test_value_model_copies_backbone_with_fresh_scalar_head(tok):
+    policy = tiny_policy(tok)
+    value = make_value_model(policy.model)
+    assert value.score.out_features == 1
+    for (n, a), (_, b) in zip(policy.model.model.state_dict().items(), value.model.state_dict().items()):
+        assert torch.equal(a, b), n
+
+
+def test_update_flops_counts_each_pass(tok):
+    cfg = tiny_policy(tok).model.config
+    f = update_flops(cfg, [10, 12], [5, 8], num_ppo_epochs=2)
+    fwd = forward_flops(cfg, 15) + forward_flops(cfg, 20)
+    assert f["generation"] == generation_flops(cfg, [10, 12], [5, 8]) == pytest.approx(fwd)
+    assert f["reference"] == fwd
+    assert 0 < f["value"] < fwd  # same body, 1-output head instead of the vocab head
+    assert f["train"] == 2 * 3 * (fwd + f["value"])
+    assert f["total"] == pytest.approx(f["generation"] + f["reference"] + f["value"] + f["train"])
+
+
+def test_two_updates_train_and_charge(tok, tmp_path):
+    policy = tiny_policy(tok)
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    task = Countdown(n_train=16, max_new_tokens=8)
+    ledger = Ledger(limit=8, kind="samples")  # 2 updates x 4 prompts
+    out = PPO(prompts_per_step=4, learning_rate=1e-3, num_ppo_epochs=2, num_mini_batches=2).train(
+        policy, task, ledger, tmp_path)
+    assert out["steps"] == 2 and ledger.steps == 2 and ledger.samples == 8
+    assert ledger.flops > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
+    assert not policy.model.training
+    log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 2 and sum(r["step_flops"] for r in log) == pytest.approx(ledger.flops)
+    assert all(1 <= r["completion_tokens_mean"] <= 8 for r in log)
+
+
+def test_tiny_budget_stops_after_one_update(tok, tmp_path):
+    policy = tiny_policy(tok)
+    task = Countdown(n_train=16, max_new_tokens=8)
+    prompt_ids = tok([r["prompt"] for r in task.load("train")], add_special_tokens=False)["input_ids"]
+    cheapest = update_flops(policy.model.config, [min(map(len, prompt_ids))] * 4, [1] * 4, 1)["total"]
+    method = PPO(prompts_per_step=4, num_ppo_epochs=1)
+    with pytest.raises(BudgetError):
+        method.train(policy, task, Ledger(limit=cheapest / 2), tmp_path)
+    ledger = Ledger(limit=cheapest)  # any real update costs at least this much
+    assert method.train(policy, task, ledger, tmp_path)["steps"] == 1
+    assert ledger.steps == 1 and ledger.samples == 4 and ledger.flops >= cheapest
+
+
+def test_config_fails_early():
+    with pytest.raises(ValueError, match="multiple of"):
+        PPO(prompts_per_step=6, num_mini_batches=4)

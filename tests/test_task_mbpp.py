@@ -1,0 +1,199 @@
+"""MBPP task and the sandbox: data, code extraction, reward, and hostile programs.
+
+    python -m pytest tests/test_task_mbpp.py -q
+"""
+import doctest
+import os
+import time
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+import tasks.mbpp
+import tasks.sandbox
+from tasks.base import TaskDataError
+from tasks.mbpp import MBPP, extract_code
+from tasks.sandbox import isolation, run_python
+
+CONF = Path(__file__).parents[1] / "conf" / "task" / "mbpp.yaml"
+SLACK_S = 3  # process start-up and kill on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def task():
+    return MBPP(n_eval=None)
+
+
+def _lingering(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (zombies have an empty one)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def _gone(marker: str, wait_s: float = 3) -> bool:
+    deadline = time.monotonic() + wait_s
+    while _lingering(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _lingering(marker)
+
+
+def test_doctests():
+    assert doctest.testmod(tasks.mbpp).failed == 0
+    assert doctest.testmod(tasks.sandbox).failed == 0
+
+
+def test_config_and_splits(task):
+    t = instantiate(OmegaConf.load(CONF))
+    assert isinstance(t, MBPP) and t.max_new_tokens > 0
+    sizes = {s: task.load(s)["task_id"] for s in ("train", "validation", "test")}
+    assert [len(sizes[s]) for s in ("train", "validation", "test")] == [374, 90, 500]
+    assert (min(sizes["test"]), max(sizes["test"])) == (11, 510)
+    assert (min(sizes["validation"]), max(sizes["validation"])) == (511, 600)
+    assert (min(sizes["train"]), max(sizes["train"])) == (601, 974)
+    row = task.load("test")[0]
+    assert row["test_list"][0] in row["prompt"] and row["test_list"][1] not in row["prompt"]
+
+
+def test_reference_solutions_score_one(task):
+    rows = task.load("test").filter(lambda r: r["task_id"] in (11, 12, 367))  # 367 needs setup
+    completions = [f"Sure:\n```python\n{code}\n```\nDone." for code in rows["code"]]
+    assert task.reward(completions, test_list=rows["test_list"],
+                       test_setup_code=rows["test_setup_code"]) == [1.0, 1.0, 1.0]
+
+
+def test_garbage_and_wrong_code_score_zero(task):
+    tests = [["assert add(1, 2) == 3", "assert add(0, 0) == 0"]] * 4
+    completions = ["I cannot do that.", "def add(a, b) return a + b",
+                   "def add(a, b):\n    return a - b", "```python\n```"]
+    assert task.reward(completions, test_list=tests) == [0.0] * 4
+
+
+@pytest.mark.parametrize("completion, code", [
+    ("```python\nx = 1\n```\ntext\n```python\nx = 2\n```", "x = 1\n"),
+    ("```py\nx = 1\n```", "x = 1\n"),
+    ("```\nx = 1\n```", "x = 1\n"),
+    ("x = 1", "x = 1"),
+    ("```python\nx = 1\n", "x = 1\n"),  # unterminated: cut off by max_new_tokens
+])
+def test_extract_code(completion, code):
+    assert extract_code(completion) == code
+
+
+def test_isolation_is_reported():
+    assert "rlimits" in isolation()
+
+
+def test_ok_needs_a_clean_run_to_the_end():
+    assert run_python("print('hi')").ok and run_python("print('hi')").stdout_tail == "hi"
+    assert not run_python("import os; os._exit(0)").ok  # skips the tests, exit status 0
+    assert not run_python("raise SystemExit(0)").ok
+    assert not run_python("assert 1 == 2").ok
+
+
+@pytest.mark.parametrize("name, code, limit", [
+    ("infinite loop", "while True:\n    pass", 1),
+    ("sleep past the timeout", "import time\ntime.sleep(60)", 1),
+    ("10 GB allocation", "x = bytearray(10 * 2**30)", 5),
+    ("growing allocation", "chunks = []\nwhile True:\n    chunks.append(bytearray(2**26))", 5),
+    ("closed stdout", "import os\nos.close(1)", 5),
+    ("huge output", "while True:\n    print('x' * 10000)", 2),
+])
+def test_hostile_programs_score_zero_within_the_limit(name, code, limit):
+    start = time.monotonic()
+    result = run_python(code, timeout_s=limit)
+    assert not result.ok, name
+    assert time.monotonic() - start < limit + SLACK_S, name
+
+
+def test_fork_bomb_is_contained_and_cleaned_up():
+    if os.geteuid() == 0 and "uid-drop" not in isolation():
+        pytest.skip("root without a dropped uid ignores RLIMIT_NPROC: a real fork bomb")
+    marker = f"forkbomb-{os.getpid()}-{time.time_ns()}"
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {bomb!r}, {marker!r}])"
+    start = time.monotonic()
+    result = run_python(code, timeout_s=1)
+    assert not result.ok and time.monotonic() - start < 1 + SLACK_S
+    assert _gone(marker)
+
+
+def test_detached_children_are_killed():
+    marker = "987.654321"
+    code = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
+            f"        os.execv('/bin/sleep', ['sleep', {marker!r}])\nprint('parent exits')")
+    run_python(code, timeout_s=2)
+    escaper = f"import os, time\nos.setsid()\nos.execv('/bin/sleep', ['sleep', '{marker}1'])"
+    assert run_python(escaper, timeout_s=1).timed_out
+    assert _gone(marker)
+
+
+def test_rm_rf_home_leaves_the_real_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"  # stands in for the harness's HOME; the real one is never at risk
+    home.mkdir()
+    sentinel = home / "sentinel.txt"
+    sentinel.write_text("keep me")
+    monkeypatch.setenv("HOME", str(home))
+    code = "import os\nos.system('rm -rf ~ 2>/dev/null')\nprint(os.path.expanduser('~'))"
+    if "uid-drop" in isolation():  # another uid cannot delete our files even by their path
+        code += f"\nimport shutil\nshutil.rmtree({str(home)!r}, ignore_errors=True)"
+    result = run_python(code)
+    assert sentinel.read_text() == "keep me"
+    assert result.stdout_tail.strip() != str(home)  # the sandbox's HOME is its own temp dir
+    assert not Path(result.stdout_tail.strip()).exists()  # and is deleted afterwards
+
+
+def test_no_inherited_environment(monkeypatch):
+    monkeypatch.setenv("ESBENCH_FAKE_SECRET", "hunter2")
+    result = run_python("import os\nprint(sorted(os.environ))\nprint(os.environ.get('SECRET'))")
+    assert result.ok and "hunter2" not in result.stdout_tail
+    assert "ESBENCH_FAKE_SECRET" not in result.stdout_tail
+
+
+def test_no_network():
+    if "net-ns" not in isolation():
+        pytest.skip(f"no network namespace on this host (isolation: {isolation()})")
+    code = ("import socket\nprint([n for _, n in socket.if_nameindex()])\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
+            "    print('connected')\nexcept OSError:\n    print('blocked')")
+    result = run_python(code)
+    assert result.ok and result.stdout_tail.splitlines() == ["['lo']", "blocked"]
+
+
+def test_uid_only_fallback_still_contains_programs(monkeypatch):
+    """The fallback for root hosts without `unshare`: a dropped uid and rlimits, no namespaces."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can drop to another uid")
+    fallback = tasks.sandbox._Mode(("uid-drop", "rlimits"), tasks.sandbox._mode().python,
+                                   drop_uid=True)
+    if not tasks.sandbox._probe(fallback):
+        pytest.skip("this host cannot run the interpreter as another uid")
+    monkeypatch.setattr(tasks.sandbox, "_mode", lambda: fallback)
+    assert run_python("import os\nprint(os.getuid() != 0)").stdout_tail == "True"
+    assert not run_python("import os\nos._exit(0)").ok
+    marker = "876.543219"
+    code = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
+            f"        os.execv('/bin/sleep', ['sleep', {marker!r}])\nprint('parent exits')")
+    assert run_python(code, timeout_s=2).ok
+    assert _gone(marker)
+
+
+def test_hostile_completions_through_the_reward(task):
+    hostile = ["```python\nwhile True: pass\n```", "import os\nos._exit(0)",
+               "import os\nos.close(1)\ndef add(a, b):\n    return a + b"]
+    fast = MBPP(timeout_s=1)
+    assert fast.reward(hostile, test_list=[["assert add(1, 2) == 3"]] * 3) == [0.0] * 3
+
+
+def test_malformed_user_file(tmp_path):
+    bad = tmp_path / "mbpp.jsonl"
+    bad.write_text('{"task_id": 11, "text": "t", "test_list": ["assert True"]}\n{"task_id": 12}\n')
+    with pytest.raises(TaskDataError, match=r"mbpp\.jsonl: line 2"):
+        MBPP(path=str(bad)).load("test")

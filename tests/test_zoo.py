@@ -1,0 +1,47 @@
+"""The shipped zoo: the char tokenizer round-trips, and every shipped model scores what its card says.
+
+    python -m pytest tests/test_zoo.py -q
+"""
+import json
+
+import pytest
+import torch
+
+from harness.chartok import build_char_tokenizer
+from harness.evaluate import EvalConfig, evaluate
+from harness.policy import ZOO_DIR, load_policy
+from harness.zoo import ZOO
+from tasks.countdown import Countdown
+
+DEFAULT = "zoo-1m"
+
+
+def test_char_tokenizer_roundtrip_after_save(tmp_path):
+    tok = build_char_tokenizer()
+    text = "3 7 12>22: (12+7)+3\n<think> a  b </think>"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text) and tok.decode(ids) == text
+    tok.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+    again = AutoTokenizer.from_pretrained(tmp_path)
+    assert again.decode(again(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_every_zoo_model_is_shipped_with_a_card():
+    for name in ZOO:
+        assert (ZOO_DIR / name / "CARD.md").is_file(), f"rebuild it: python -m harness.zoo build {name}"
+    total = sum(p.stat().st_size for p in ZOO_DIR.rglob("*.safetensors"))
+    assert total < 20e6, f"zoo weights take {total / 1e6:.1f} MB; keep them under 20 MB"
+
+
+@pytest.mark.parametrize("name", [DEFAULT, "zoo-100k"])
+def test_zoo_model_scores_as_its_card_states(name):
+    torch.set_num_threads(2)
+    stats = json.loads((ZOO_DIR / name / "train_stats.json").read_text())
+    lo, hi = stats["base_scores_ci95"]["greedy_acc"]
+    res = evaluate(load_policy(name, device="cpu"), Countdown(), "test", EvalConfig(n_samples=0, pass_ks=[], maj_ks=[]))
+    acc = res.metrics["greedy_acc"]["mean"]
+    assert lo <= acc <= hi, f"{name}: greedy accuracy {acc:.3f} outside its card's CI [{lo}, {hi}]"
+    assert abs(acc - stats["base_scores"]["greedy_acc"]) < 0.02
+    if name == DEFAULT:
+        assert 0.15 <= acc <= 0.60, "the default model must leave headroom (15-60% greedy)"
