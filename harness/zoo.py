@@ -45,7 +45,7 @@ class ZooSpec:
 ZOO = {
     "zoo-100k": ZooSpec(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=176, steps=1500, lr=3e-3),
     "zoo-1m": ZooSpec(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=352, steps=1000, lr=2e-3),
-    "zoo-4m": ZooSpec(hidden=256, layers=5, heads=8, kv_heads=4, intermediate=704, steps=700, lr=1e-3,
+    "zoo-4m": ZooSpec(hidden=256, layers=5, heads=8, kv_heads=4, intermediate=704, steps=400, lr=1e-3,
                       batch=128, save_dtype="bfloat16"),
 }
 

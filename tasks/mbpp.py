@@ -15,6 +15,8 @@ the first ```python fenced block (else the first ``` block, else the whole compl
 unterminated fence runs to the end). It runs in `tasks.sandbox.run_python`, never in this process:
 separate process, no network, its own uid, rlimits and a wall-clock timeout (see that module).
 `extract_answer` returns the extracted program, whitespace-normalised, for majority voting.
+Known reward hack this does not stop (as in the original MBPP harness): a function that returns an
+object whose `__eq__` always returns True passes `assert f(x) == y`; watch samples under RL.
 
     python -m pytest tests/test_task_mbpp.py -q
 """

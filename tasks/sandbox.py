@@ -9,10 +9,14 @@ probed once and reported by `isolation()`:
   per call, so the code cannot touch files it does not own and RLIMIT_NPROC (which root ignores)
   stops fork bombs;
 - as root without `unshare`: the random uid only; as a normal user with unprivileged user
-  namespaces: `unshare --user --map-root-user` plus the same namespaces; otherwise rlimits only.
+  namespaces: `unshare --user --map-root-user` plus the same namespaces; otherwise rlimits only
+  (RLIMIT_NPROC then sized from the user's current process count).
 
-Always: `python -I -S -B` (no PYTHON* variables, no site-packages or .pth hooks, stdlib only), an
-environment of PATH, HOME and TMPDIR only (HOME and cwd are the temp dir; no inherited secrets),
+A dropped uid must be able to execute the interpreter: when this one lives under a private home
+Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks; stdlib only), an
+
+Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks, stdlib only), an
+environment of PATH, HOME, TMPDIR and LANG only (HOME and cwd are the temp dir; no secrets),
 stdin closed, stdout/stderr to size-limited files (a pipe could fill the harness's memory), rlimits
 on address space, CPU time, processes, file size and open files, a wall-clock timeout that kills
 the process group and, when a uid is dropped, every process of that uid (a child that calls setsid
