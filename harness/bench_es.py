@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = bench(args.model, args.iterations, args.population, args.prompts, args.max_new_tokens, args.sigma, args.dtype)
+    rows = bench(args.model, args.iterations, args.population, args.prompts, args.max_new_tokens,
+                 args.sigma, args.dtype)
     print(report(rows))
 
 

@@ -168,7 +168,9 @@ class ES:
         c = self.config
         rng = random.Random(f"es-{c.seed}-{iteration}")
         seeds = [rng.getrandbits(31) for _ in range(c.population)]
-        idx = list(range(c.prompts_per_iteration)) if c.fixed_batch else rng.sample(range(n_train), c.prompts_per_iteration)
+        if c.fixed_batch:
+            return seeds, list(range(c.prompts_per_iteration))
+        return seeds, rng.sample(range(n_train), c.prompts_per_iteration)
         return seeds, idx
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
@@ -193,7 +195,8 @@ class ES:
                 it += 1
                 log_step(run_dir, last)
                 print(f"es it {it:4d} reward {last['reward_mean']:.4f} max {last['reward_max']:.4f} "
-                      f"std {last['reward_std']:.4f} |upd| {last['update_norm']:.3e}{' SKIP' if last['skipped'] else ''} "
+                      f"std {last['reward_std']:.4f} |upd| {last['update_norm']:.3e}"
+                      f"{' SKIP' if last['skipped'] else ''} "
                       f"flops {ledger.flops:.3g} ({ledger.fraction:.0%}) gen {last['time_generate_s']:.2f}s "
                       f"rew {last['time_reward_s']:.2f}s pert {last['time_perturb_restore_s']:.2f}s "
                       f"upd {last['time_update_s']:.2f}s", flush=True)
@@ -281,7 +284,8 @@ class ES:
             raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")
         for n, m in zip(names, master):
             m.copy_(weights[n])
-        ledger.flops, ledger.samples, ledger.steps = state["ledger"]["flops"], state["ledger"]["samples"], state["ledger"]["steps"]
-        ledger.history = state["ledger"]["history"]
+        saved = state["ledger"]
+        ledger.flops, ledger.samples, ledger.steps, ledger.history = (
+            saved["flops"], saved["samples"], saved["steps"], saved["history"])
         print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
         return state["iteration"]

@@ -298,9 +298,10 @@ class GRPO:
         # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
         checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
                          else "gradient_checkpointing")
-        # The reference model is loaded in the policy's dtype (TRL's default is float32).
+        # The reference model is loaded in the policy's dtype (TRL's default is float32; TRL warns, wrongly,
+        # that model_init_kwargs is ignored when the model is already built: it is used for the reference).
         dtype = str(policy.model.dtype).removeprefix("torch.")
-        ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta else {}
+        ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta and dtype != "float32" else {}
         return GRPOConfig(
             output_dir=str(run_dir / "trl"), report_to="none", save_strategy="no", logging_steps=1,
             disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,

@@ -158,8 +158,8 @@ class TaskRewardModel(nn.Module):
         if not common:
             raise ValueError("TaskRewardModel: a sequence does not start with any training prompt; the reward "
                              "model must be built from the same tokenized prompts as the PPO train dataset")
-        # Several values only if one prompt plus the start of its completion spells a longer prompt
-        # in every row at once; the longest is then the batch's padded width, as the collator pads.
+        # Ambiguous only if, in every row at once, the prompt plus the start of its completion spells
+        # another training prompt (impossible for Countdown's `...>target:` prompts); take the longest.
         return max(common)
 
 

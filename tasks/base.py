@@ -28,6 +28,9 @@ class Task(Protocol):
     arrives as a keyword list aligned with it, and unknown keywords are ignored via **kwargs.
     GRPO and PPO take it unchanged and ES calls the same function.
 
+    `gold_completion(**row)` returns a completion that earns full marks on that row (the reference
+    solution in the task's expected form); the conformance test scores it.
+
     `extract_answer(text)` returns a canonical answer string for majority voting, or None when
     the completion holds no parsable answer (None never wins a vote).
     """
@@ -42,6 +45,8 @@ class Task(Protocol):
     def extract_answer(self, text: str) -> str | None: ...
 
     def is_correct(self, completion: str, **row) -> bool: ...
+
+    def gold_completion(self, **row) -> str: ...
 
 
 class TaskDataError(ValueError):

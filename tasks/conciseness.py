@@ -75,6 +75,9 @@ class Conciseness:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
 
+    def gold_completion(self, target: str, **_) -> str:
+        return target
+
     def extract_answer(self, text: str) -> str | None:
         """The stripped completion, or None when it is empty."""
         return text.strip() or None

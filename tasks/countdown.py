@@ -21,9 +21,11 @@ think template, 0.1 x format score (1.0 for <think>...</think> then <answer>...<
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import datasets
@@ -130,6 +132,13 @@ class Countdown:
             return False
         return sorted(used) == sorted(nums) and abs(float(value) - float(target)) < 1e-5
 
+    def gold_completion(self, nums: list[int], target: int, solution: str | None = None, **_) -> str:
+        """A correct completion in this task's template (solved by brute force when no solution is stored)."""
+        eq = solution or solve(nums, target)
+        if eq is None:
+            raise TaskDataError(f"problem {nums} -> {target} has no solution")
+        return eq if self.template == "compact" else f"<think>Try {eq}.</think>\n<answer>{eq}</answer>"
+
     def format_score(self, completion: str) -> float:
         """1.0 for <think>..</think><answer>..</answer>; else 0.1 per think pair + 0.5 per answer pair."""
         if _FULL_FORMAT.match(completion):
@@ -173,6 +182,27 @@ def _read_rows(path: Path) -> list[dict]:
                                 "integer list `nums` (or `numbers`) and a numeric `target`")
         rows.append({"nums": list(nums), "target": r["target"]})
     return rows
+
+
+def solve(nums: list[int], target: float) -> str | None:
+    """Brute force: an equation over all of `nums` equal to `target`, or None (fine for <= 4 numbers)."""
+    exprs = [(Fraction(n), str(n)) for n in nums]
+
+    def search(items: list[tuple[Fraction, str]]) -> str | None:
+        if len(items) == 1:
+            return items[0][1] if abs(float(items[0][0]) - float(target)) < 1e-5 else None
+        for i, j in itertools.permutations(range(len(items)), 2):
+            (a, ea), (b, eb) = items[i], items[j]
+            rest = [items[k] for k in range(len(items)) if k not in (i, j)]
+            options = [(a + b, "+"), (a - b, "-"), (a * b, "*")] + ([(a / b, "/")] if b else [])
+            for value, op in options:
+                found = search(rest + [(value, f"({ea}{op}{eb})")])
+                if found:
+                    return found
+        return None
+
+    found = search(exprs)
+    return found[1:-1] if found and found.startswith("(") else found
 
 
 # ---- the procedural generator used by the zoo ----

@@ -106,6 +106,10 @@ class GSM8K:
         return [_row(r, where, i) for i, r in enumerate(raw, start=1)]
 
     # ---- scoring ----
+    def gold_completion(self, solution: str, **_) -> str:
+        """The dataset's worked solution, which ends in "#### <answer>"."""
+        return solution
+
     def extract_answer(self, text: str) -> str | None:
         """The predicted number in canonical form, or None when there is none.
 

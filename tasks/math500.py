@@ -114,6 +114,10 @@ class MATH500:
         return datasets.Dataset.from_list(rows[:self.n_eval] if self.n_eval else rows)
 
     # ---- scoring ----
+    def gold_completion(self, answer: str, **_) -> str:
+        """A completion holding the reference answer in the requested \\boxed{} form."""
+        return f"The final answer is $\\boxed{{{answer}}}$."
+
     def extract_answer(self, text: str) -> str | None:
         """The normalised content of the last \\boxed{} in `text`, or None.
 

@@ -93,6 +93,10 @@ class MBPP:
         return datasets.Dataset.from_list(rows)
 
     # ---- scoring ----
+    def gold_completion(self, code: str, **_) -> str:
+        """The dataset's reference solution, fenced as a model would write it."""
+        return f"```python\n{code}\n```"
+
     def program(self, completion: str, test_list: list[str], test_setup_code: str = "") -> str:
         """The script that is run: the extracted code, then the setup code, then every test."""
         return "\n\n".join([extract_code(completion), test_setup_code or "", *test_list]) + "\n"

@@ -13,10 +13,11 @@ probed once and reported by `isolation()`:
   (RLIMIT_NPROC then sized from the user's current process count).
 
 A dropped uid must be able to execute the interpreter: when this one lives under a private home
-Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks; stdlib only), an
+(a pyenv in /root), the first same-version interpreter it can run is used instead (e.g.
+/usr/bin/python3.11); the probe checks the whole path a real run takes.
 
-Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks, stdlib only), an
-environment of PATH, HOME, TMPDIR and LANG only (HOME and cwd are the temp dir; no secrets),
+Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks; stdlib only),
+an environment of PATH, HOME, TMPDIR and LANG only (HOME and cwd are the temp dir; no secrets),
 stdin closed, stdout/stderr to size-limited files (a pipe could fill the harness's memory), rlimits
 on address space, CPU time, processes, file size and open files, a wall-clock timeout that kills
 the process group and, when a uid is dropped, every process of that uid (a child that calls setsid

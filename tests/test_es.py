@@ -34,7 +34,8 @@ def snapshot(model) -> list[torch.Tensor]:
 
 
 def make_es(**kw) -> es.ES:
-    args = dict(population=N, prompts_per_iteration=P, sigma=0.1, alpha=0.05, generation_batch_size=P)  # a random model needs big noise to change its argmax
+    # a random model needs large noise before its greedy outputs (and so the rewards) differ
+    args = dict(population=N, prompts_per_iteration=P, sigma=0.1, alpha=0.05, generation_batch_size=P)
     return es.ES(**(args | kw))
 
 

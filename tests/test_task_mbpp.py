@@ -117,7 +117,7 @@ def test_fork_bomb_is_contained_and_cleaned_up():
     if os.geteuid() == 0 and "uid-drop" not in isolation():
         pytest.skip("root without a dropped uid ignores RLIMIT_NPROC: a real fork bomb")
     marker = f"forkbomb-{os.getpid()}-{time.time_ns()}"
-    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     code = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {bomb!r}, {marker!r}])"
     start = time.monotonic()
     result = run_python(code, timeout_s=1)

@@ -1,0 +1,42 @@
+"""Conformance: every conf/task/*.yaml builds a Task that loads, gives its gold answers full reward and garbage less.
+
+A new task is one module + one YAML; this test picks it up with no edit.
+
+    python -m pytest tests/test_tasks.py -q
+"""
+import pytest
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from harness.run import CONF_DIR
+from tasks.base import Task
+
+TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
+GARBAGE = ["", "I don't know.", "<answer></answer>", "\x00" * 50 + "__import__('os')"]
+
+
+def build(name: str, **overrides):
+    cfg = OmegaConf.load(CONF_DIR / "task" / f"{name}.yaml")
+    return instantiate(OmegaConf.merge(cfg, overrides))
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_task_conforms(name):
+    task = build(name, n_eval=3)
+    assert isinstance(task, Task) and task.name and isinstance(task.version, int)
+    assert task.max_new_tokens > 0
+    rows = task.load("test")
+    assert 0 < len(rows) <= 3 and "prompt" in rows.column_names
+    columns = {c: rows[c] for c in rows.column_names if c != "prompt"}
+    gold = [task.gold_completion(**{c: v[i] for c, v in columns.items()}) for i in range(len(rows))]
+    rewards = task.reward(gold, **columns)
+    best = rewards[0]
+    assert all(r == best for r in rewards)  # gold earns the same (full) reward on every row
+    for i, g in enumerate(gold):
+        row = {c: v[i] for c, v in columns.items()}
+        assert task.is_correct(g, **row)
+        assert task.extract_answer(g) is not None
+    for bad in GARBAGE:
+        rewards_bad = task.reward([bad] * len(rows), **columns)
+        assert all(r < g for r, g in zip(rewards_bad, rewards))
+        assert not any(task.is_correct(bad, **{c: v[i] for c, v in columns.items()}) for i in range(len(rows)))
