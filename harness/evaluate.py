@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,8 @@ class EvalConfig:
         maj_subsets: random k-subsets averaged for maj@k when n_samples > k.
         n_examples: completions kept in the run record.
         seed: sampling, bootstrap and subset seed.
+        validation_greedy_only: on the validation split (used only to select RL configurations
+            by greedy accuracy), skip the sampled completions to save time.
     """
 
     n_samples: int = 32
@@ -58,14 +60,22 @@ class EvalConfig:
     maj_subsets: int = 200
     n_examples: int = 8
     seed: int = 1234
+    validation_greedy_only: bool = True
+
+    def for_split(self, split: str) -> "EvalConfig":
+        """The settings used on `split` (validation may be greedy-only)."""
+        if split == "validation" and self.validation_greedy_only:
+            return replace(self, greedy=True, n_samples=0, pass_ks=[], maj_ks=[])
+        return self
 
     def __post_init__(self):
         big = max([*self.pass_ks, *self.maj_ks], default=0)
         if self.n_samples < big:
             raise EvalConfigError(f"eval.n_samples={self.n_samples} is smaller than the largest k={big}; "
                                   f"set eval.n_samples>={big} or drop that k from eval.pass_ks/eval.maj_ks")
-        if self.n_samples < 1 and not self.greedy:
-            raise EvalConfigError("nothing to evaluate: set eval.greedy=true or eval.n_samples>=1")
+        if self.n_samples < 0 or (self.n_samples == 0 and not self.greedy):
+            raise EvalConfigError(f"eval.n_samples={self.n_samples} with eval.greedy={self.greedy} evaluates nothing; "
+                                  "set eval.greedy=true or eval.n_samples>=1")
 
 
 @dataclass

@@ -6,15 +6,18 @@ ledger charges (prompt tokens and decoded tokens up to and including EOS, per se
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
+                          PreTrainedTokenizerFast)
 
 log = logging.getLogger(__name__)
 ZOO_DIR = Path(__file__).parent / "checkpoints"
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
@@ -83,7 +86,7 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool =
     if dtype not in DTYPES:
         raise ModelLoadError(f"model.dtype={dtype!r} is unknown; use one of {sorted(DTYPES)}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = _load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
     except OSError as e:
         raise ModelLoadError(
@@ -101,6 +104,19 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool =
         raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
     log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, device)
     return Policy(model, tokenizer, name_or_path, chat_template, system_prompt)
+
+
+def _load_tokenizer(path: str) -> PreTrainedTokenizerBase:
+    """AutoTokenizer, except for a saved generic fast tokenizer (the zoo's char tokenizer).
+
+    transformers 5 picks the tokenizer class from the *model* type, so a char tokenizer saved next
+    to a Qwen2 model would come back as Qwen2Tokenizer with Qwen's byte-level pre-tokenizer, which
+    silently drops spaces. A tokenizer that declares itself generic is loaded verbatim instead.
+    """
+    config = Path(path) / "tokenizer_config.json"
+    if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 @dataclass

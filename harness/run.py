@@ -100,7 +100,7 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
                             "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
         record["metrics"], record["pass_curve"], record["examples"], record["eval_flops"] = {}, {}, {}, {}
         for split in cfg.eval_splits:
-            res = evaluate(policy, task, split, eval_cfg)
+            res = evaluate(policy, task, split, eval_cfg.for_split(split))
             record["metrics"][split], record["pass_curve"][split] = res.metrics, res.pass_curve
             record["examples"][split], record["eval_flops"][split] = res.examples, res.flops
             log.info("%s %s: %s", record["label"], split, _brief(res.metrics))

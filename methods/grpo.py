@@ -22,6 +22,10 @@ charges the ledger (harness/flops.py conventions, real lengths, padding not char
                   x num_iterations) != 0, here iff num_iterations > 1)
     update        3 x forward over prompt+completion of every sequence in the batch trained on
 
+As everywhere in the harness, padding and decoding past a row's EOS (while other rows continue) are
+not charged. The LM head on prompt positions, which TRL's scoring forwards skip (logits_to_keep),
+is charged by the shared cost model: an overcount of 2 x vocab x hidden FLOPs per prompt token.
+
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
 update. samples = completions scored in the step. Training stops at the first step boundary where
 `ledger.exhausted`; `max_steps` is only a safety cap.
