@@ -82,4 +82,5 @@ def read_records(root: Path) -> tuple[list[dict], list[str]]:
             continue
         rec["_path"] = str(path)
         records.append(rec)
+    records.sort(key=lambda r: r.get("started_at", 0))  # tables list runs in the order they ran
     return records, warnings

@@ -82,7 +82,7 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     record = {"status": "running", "label": cfg.label or default_label(cfg), "model": cfg.model.name_or_path,
               "method": method_name(cfg), "task": cfg.task._target_, "seed": cfg.seed,
-              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "config": resolved}
+              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "started_at": time.time(), "config": resolved}
     start = time.time()
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))

@@ -60,6 +60,21 @@ def _cell(row: pd.Series, m: str) -> str:
     return f"{fmt.format(v * scale)} [{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
 
 
+def _delta_vs_base(df: pd.DataFrame, metric: str = "greedy_acc") -> list[str] | None:
+    """Points of `metric` gained over the same model's base run (None when there is no base run)."""
+    if metric not in df.columns:
+        return None
+    base = df[(df["method"] == "base") & (df["status"] == "ok")].groupby("model")[metric].mean()
+    if base.empty:
+        return None
+    out = []
+    for _, row in df.iterrows():
+        b = base.get(row["model"])
+        ok = row["status"] == "ok" and b is not None and not pd.isna(row.get(metric))
+        out.append(f"{100 * (row[metric] - b):+.1f}" if ok and row["method"] != "base" else "-")
+    return out
+
+
 def budget_flag(row: pd.Series) -> str:
     """'!' when a trained run ended more than 10% away from its budget (base runs spend nothing)."""
     if row["method"] == "base" or not row.get("budget") or row.get("budget_spent") is None:
@@ -74,7 +89,10 @@ def markdown_table(df: pd.DataFrame, extra: dict[str, list[str]] | None = None) 
         df: from records_frame.
         extra: more columns (name -> one cell per row), shown after the model column.
     """
-    metrics, extra = _metric_cols(df), extra or {}
+    metrics, extra = _metric_cols(df), dict(extra or {})
+    delta = _delta_vs_base(df)
+    if delta:
+        extra["Δ greedy vs base"] = delta
     head = ["run", "model", *extra, *metrics, "train FLOPs", "budget", "steps", "wall s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, (_, row) in enumerate(df.iterrows()):
@@ -143,7 +161,7 @@ def select_from_grids(records: list[dict], select_by: str = "greedy_acc") -> tup
         if r.get("grid"):
             grids.setdefault(r["grid"], []).append(r)
     main = list(fixed)
-    for name, rs in grids.items():
+    for name, rs in grids.items():  # grids come after the fixed cells, in the order they first ran
         ok = [r for r in rs if r.get("status", "ok") == "ok" and select_by in r.get("metrics", {}).get("validation", {})]
         if not ok:
             main.append({**rs[0], "label": f"{name} (no successful grid point)", "status": "failed"})

@@ -145,7 +145,7 @@ Rebuild: `python -m harness.zoo build {name} --threads {stats['torch_threads']}`
 | final train loss | {stats['final_loss']} |
 | stored dtype | {spec['save_dtype']} |
 
-Base scores on the zoo Countdown test split (first {cfg.n_prompts or 200} problems; greedy, and
+Base scores on the zoo Countdown test split (first {cfg.n_prompts or 500} problems; greedy, and
 {cfg.n_samples} samples at T={cfg.temperature}), in %, with bootstrap 95% CIs over prompts
 (`python -m harness model={name} method=base` reproduces them):
 

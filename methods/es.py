@@ -15,10 +15,9 @@ Departures from the paper's reference code (all deliberate; see DESIGN.md):
 - Reward is the task's reward on the completion only, never prompt+completion.
 - Stopping: the compute ledger (FLOPs or samples) stops training at an iteration boundary;
   `max_iterations` (the paper's 500) is only an upper bound.
-- Prompt batch: the paper scores its whole 200-prompt train split every iteration. Here the batch
-  of `prompts_per_iteration` is resampled each iteration from the train split with a seeded RNG
-  (identical to the paper when the split has exactly that many rows, as the paper's data does);
-  `fixed_batch: true` uses the first `prompts_per_iteration` train rows every iteration.
+- Prompt batch: as in the paper, every iteration scores the same first `prompts_per_iteration`
+  train rows (the paper's whole 200-prompt train split). `fixed_batch: false` instead resamples
+  the batch each iteration from the train split with a seeded RNG (not in the paper).
 - When every member gets the same reward the z-scores are all 0: the update is skipped and logged.
 - Checkpoint/resume (not in the paper): master weights + iteration + ledger totals; all randomness
   is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
@@ -59,8 +58,8 @@ class ESConfig:
     sigma: float = field(default=1e-3, metadata={"help": "noise scale: members are theta + sigma * eps"})
     alpha: float = field(default=5e-4, metadata={"help": "step size; 1/sigma is folded into it"})
     prompts_per_iteration: int = field(default=200, metadata={"help": "prompts every member scores per iteration"})
-    fixed_batch: bool = field(default=False, metadata={"help": "true: the first prompts_per_iteration train rows "
-                                                       "every iteration; false: resample each iteration (seeded)"})
+    fixed_batch: bool = field(default=True, metadata={"help": "true (the paper): the first prompts_per_iteration "
+                                                      "train rows every iteration; false: resample each iteration"})
     max_iterations: int = field(default=500, metadata={"help": "upper bound; the ledger normally stops first"})
     seed: int = field(default=0, metadata={"help": "seeds member seeds and prompt batches"})
     generation_batch_size: int = field(default=200, metadata={"help": "sequences per generate() call"})
@@ -171,7 +170,6 @@ class ES:
         if c.fixed_batch:
             return seeds, list(range(c.prompts_per_iteration))
         return seeds, rng.sample(range(n_train), c.prompts_per_iteration)
-        return seeds, idx
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         c, run_dir = self.config, Path(run_dir)

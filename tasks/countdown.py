@@ -61,7 +61,7 @@ class Countdown:
     name = "countdown"
 
     def __init__(self, source: str = "zoo", template: str = "compact", path: str | None = None,
-                 n_eval: int = 200, n_train: int | None = None, max_new_tokens: int = 16,
+                 n_eval: int = 500, n_train: int | None = None, max_new_tokens: int = 16,
                  seed: int = 0, version: int = 1):
         if source not in ("zoo", "tinyzero", "paper"):
             raise TaskDataError(f"task.source={source!r} is unknown; use zoo, tinyzero or paper")
