@@ -87,7 +87,8 @@ def test_tinyzero_and_paper_sources(tmp_path):
     t = Countdown(source="tinyzero", template="think", n_eval=5)
     test = t.load("test")
     assert len(test) == 5 and "<answer>" in test[0]["prompt"] and test[0]["nums"] == [96, 7, 37, 74]
-    assert len(Countdown(source="tinyzero").load("validation")) == 200  # n_eval cap on 500 rows
+    assert len(Countdown(source="tinyzero", n_eval=200).load("validation")) == 200  # n_eval caps 500 rows
+    assert len(Countdown(source="tinyzero", n_eval=None).load("validation")) == 500
     rows = [{"target": 10 + i % 50, "numbers": [1, 2, 3]} for i in range(2200)]
     path = tmp_path / "countdown.json"
     path.write_text(json.dumps(rows))

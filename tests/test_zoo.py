@@ -36,7 +36,6 @@ def test_every_zoo_model_is_shipped_with_a_card():
 
 @pytest.mark.parametrize("name", [DEFAULT, "zoo-100k"])
 def test_zoo_model_scores_as_its_card_states(name):
-    torch.set_num_threads(2)
     stats = json.loads((ZOO_DIR / name / "train_stats.json").read_text())
     lo, hi = stats["base_scores_ci95"]["greedy_acc"]
     res = evaluate(load_policy(name, device="cpu"), Countdown(), "test", EvalConfig(n_samples=0, pass_ks=[], maj_ks=[]))
