@@ -36,7 +36,7 @@ def test_eval_n_smaller_than_k_is_explained(tmp_path):
 
 
 def test_base_run_writes_record_table_and_plot(tmp_path):
-    r = harness("method=base", "model=zoo-100k", "eval.n_prompts=20", "eval.n_samples=32", "group=t", "threads=1",
+    r = harness("method=base", "model=zoo-100k", "eval.n_prompts=20", "eval.n_samples=32", "group=t",
                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(next((tmp_path / "runs" / "t").rglob("record.json")).read_text())
