@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from harness.flops import generation_flops
+from harness.kl import per_token_kl
 from harness.metrics import maj_at_k, pass_at_k, summarize
 from harness.policy import Generation, Policy, generate
 
@@ -43,6 +44,10 @@ class EvalConfig:
         maj_subsets: random k-subsets averaged for maj@k when n_samples > k.
         n_examples: completions kept in the run record.
         seed: sampling, bootstrap and subset seed.
+        kl_to_base: also report `kl_to_base`, the mean per-token KL (k3) of the policy from the
+            untrained model on the sampled completions (harness/kl.py).
+        tasks: held-out tasks (conf/task option names) also evaluated on their test split after
+            training, so forgetting is measured, not inferred.
         validation_greedy_only: on the validation split (used only to select RL configurations
             by greedy accuracy), skip the sampled completions to save time.
     """
@@ -61,6 +66,8 @@ class EvalConfig:
     n_examples: int = 8
     seed: int = 1234
     validation_greedy_only: bool = True
+    kl_to_base: bool = False
+    tasks: list[str] = field(default_factory=list)
 
     def for_split(self, split: str) -> "EvalConfig":
         """The settings used on `split` (validation may be greedy-only)."""
@@ -87,8 +94,16 @@ class EvalResult:
     wall_s: float
 
 
-def evaluate(policy: Policy, task, split: str, cfg: EvalConfig) -> EvalResult:
-    """Score `policy` on `split` of `task` (see module docstring)."""
+def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None) -> EvalResult:
+    """Score `policy` on `split` of `task` (see module docstring).
+
+    Args:
+        policy: the model to evaluate.
+        task: a Task.
+        split: "test" or "validation".
+        cfg: evaluation settings.
+        reference: the untrained model; with it, `kl_to_base` is measured on the sampled completions.
+    """
     start = time.time()
     rows = task.load(split)
     limit = cfg.n_prompts or getattr(task, "n_eval", None)
@@ -127,11 +142,22 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig) -> EvalResult:
             per_prompt[f"maj@{k}"] = [maj_at_k(a, c, k, n_subsets=cfg.maj_subsets, seed=cfg.seed)
                                       for a, c in zip(answers, correct)]
         curve = {k: float(np.mean([pass_at_k(n, c, k) for c in counts])) for k in CURVE_KS if k <= n}
+        if reference is not None:
+            per_prompt["kl_to_base"] = _kl_per_prompt(policy, reference, prompts, s)
         examples += [{"prompt": prompts[i], "completion": s.texts[i][0], "correct": bool(correct[i][0]),
                       "decoding": f"T={cfg.temperature}"} for i in range(min(cfg.n_examples, len(prompts)))]
     policy.model.train(was_training)
     metrics = summarize(per_prompt, n_boot=cfg.n_boot, seed=cfg.seed)
     return EvalResult(metrics, curve, examples, flops, time.time() - start)
+
+
+def _kl_per_prompt(policy: Policy, reference, prompts: list[str], s: Generation) -> list[float]:
+    """Mean k3 KL from the reference over each prompt's sampled completions."""
+    enc = policy.tokenizer([policy.format(p) for p in prompts], add_special_tokens=False)["input_ids"]
+    n = len(s.completion_ids[0])
+    kl = per_token_kl(policy.model, reference, [p for p in enc for _ in range(n)],
+                      [c for cs in s.completion_ids for c in cs], policy.tokenizer.pad_token_id)
+    return [float(np.mean(kl[i * n:(i + 1) * n])) for i in range(len(prompts))]
 
 
 def _flops(policy: Policy, g: Generation) -> float:

@@ -124,12 +124,14 @@ class Generation:
     """Completions for a list of prompts, `n` per prompt, with the token counts actually used.
 
     texts[i][j] is completion j of prompt i; prompt_tokens[i] the prompt's length;
-    completion_tokens[i][j] the decoded tokens of that completion up to and including EOS.
+    completion_tokens[i][j] the decoded tokens of that completion up to and including EOS, and
+    completion_ids[i][j] those tokens (for scoring them under another model, e.g. KL to base).
     """
 
     texts: list[list[str]]
     prompt_tokens: list[int]
     completion_tokens: list[list[int]]
+    completion_ids: list[list[list[int]]]
 
 
 @torch.no_grad()
@@ -155,7 +157,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         torch.manual_seed(seed)
     texts = [policy.format(p) for p in prompts]
     flat = [t for t in texts for _ in range(n)]
-    out_text, out_len, prompt_len = [], [], []
+    out_text, out_len, out_ids, prompt_len = [], [], [], []
     for start in range(0, len(flat), batch_size):
         chunk = flat[start:start + batch_size]
         enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -164,12 +166,15 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
                               eos_token_id=tok.eos_token_id, **kwargs)
         new = seqs[:, enc["input_ids"].shape[1]:]
         out_text += tok.batch_decode(new, skip_special_tokens=True)
-        out_len += _lengths_to_eos(new, tok.eos_token_id, tok.pad_token_id)
+        lengths = _lengths_to_eos(new, tok.eos_token_id, tok.pad_token_id)
+        out_len += lengths
+        out_ids += [row[:k].tolist() for row, k in zip(new, lengths)]
         prompt_len += enc["attention_mask"].sum(1).tolist()
     return Generation(
         texts=[out_text[i * n:(i + 1) * n] for i in range(len(prompts))],
         prompt_tokens=[prompt_len[i * n] for i in range(len(prompts))],
         completion_tokens=[out_len[i * n:(i + 1) * n] for i in range(len(prompts))],
+        completion_ids=[out_ids[i * n:(i + 1) * n] for i in range(len(prompts))],
     )
 
 

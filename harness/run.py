@@ -99,11 +99,17 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
         record["budget"] = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                             "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
         record["metrics"], record["pass_curve"], record["examples"], record["eval_flops"] = {}, {}, {}, {}
+        reference = load_base_model(cfg) if eval_cfg.kl_to_base else None
         for split in cfg.eval_splits:
-            res = evaluate(policy, task, split, eval_cfg.for_split(split))
+            res = evaluate(policy, task, split, eval_cfg.for_split(split), reference)
             record["metrics"][split], record["pass_curve"][split] = res.metrics, res.pass_curve
             record["examples"][split], record["eval_flops"][split] = res.examples, res.flops
             log.info("%s %s: %s", record["label"], split, _brief(res.metrics))
+        record["heldout"] = {}
+        for name in eval_cfg.tasks:  # forgetting: the trained policy on other tasks' test splits
+            res = evaluate(policy, build_task(name), "test", eval_cfg, reference)
+            record["heldout"][name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
+            log.info("%s held-out %s: %s", record["label"], name, _brief(res.metrics))
         record["wall_s"] = {"train": round(train_s, 1), "total": round(time.time() - start, 1)}
         record["status"] = "ok"
     except BaseException as e:  # keep a record of every failure, then let it propagate
@@ -113,6 +119,21 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
         raise
     write_record(run_dir, record)
     return record
+
+
+def build_task(name: str):
+    """Instantiate conf/task/<name>.yaml (a held-out evaluation task)."""
+    path = CONF_DIR / "task" / f"{name}.yaml"
+    if not path.is_file():
+        options = ", ".join(sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
+        raise TaskDataError(f"eval.tasks names unknown task {name!r}; choose from: {options}")
+    return instantiate(OmegaConf.load(path))
+
+
+def load_base_model(cfg: DictConfig):
+    """A second, untrained copy of the model: the reference for KL-to-base."""
+    return load_policy(cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template,
+                       cfg.model.system_prompt, cfg.device).model
 
 
 def _brief(metrics: dict) -> str:

@@ -22,7 +22,7 @@ from harness.records import read_records  # noqa: E402
 
 log = logging.getLogger(__name__)
 PERCENT = ("greedy_acc", "pass@", "maj@")
-METRIC_ORDER = ["greedy_acc", "pass@1", "pass@16", "pass@32", "maj@16", "maj@32", "mean_reward"]
+METRIC_ORDER = ["greedy_acc", "pass@1", "pass@16", "pass@32", "maj@16", "maj@32", "mean_reward", "kl_to_base"]
 BUDGET_TOLERANCE = 0.10
 
 
@@ -123,7 +123,8 @@ def passk_plot(records: list[dict], path: Path, split: str = "test", title: str 
     ax.set_ylabel(f"pass@k on {split} (%)")
     ax.set_title(title or f"pass@k, {split} split")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.lines:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -143,10 +144,21 @@ def write_tables(records_root: Path, out_dir: Path, split: str = "test", title: 
     if df.empty:
         log.warning("no records under %s; nothing to tabulate", records_root)
         return df
-    (out_dir / "table.md").write_text((f"# {title}\n\n" if title else "") + markdown_table(df))
+    (out_dir / "table.md").write_text((f"# {title}\n\n" if title else "") + markdown_table(df)
+                                      + heldout_markdown(records))
     df.drop(columns=["path"]).to_csv(out_dir / "table.csv", index=False)
     passk_plot(records, out_dir / "passk.png", split, title)
     return df
+
+
+def heldout_markdown(records: list[dict]) -> str:
+    """One table block per held-out task (eval.tasks): the trained policies on other tasks' tests."""
+    names = sorted({n for r in records for n in r.get("heldout", {})})
+    blocks = []
+    for name in names:
+        rows = [{**r, "metrics": {"test": r["heldout"][name]["metrics"]}} for r in records if name in r.get("heldout", {})]
+        blocks.append(f"\n## Held-out task: {name} (test split)\n\n" + markdown_table(records_frame(rows)))
+    return "".join(blocks)
 
 
 def select_from_grids(records: list[dict], select_by: str = "greedy_acc") -> tuple[list[dict], list[dict]]:
@@ -188,7 +200,8 @@ def write_experiment_tables(root: Path, out_dir: Path, select_by: str = "greedy_
     main_rows, grid_rows = select_from_grids(records, select_by)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = records_frame(main_rows, "test")
-    (out_dir / "table.md").write_text((f"# {title}: test split\n\n" if title else "") + markdown_table(df))
+    (out_dir / "table.md").write_text((f"# {title}: test split\n\n" if title else "") + markdown_table(df)
+                                      + heldout_markdown(main_rows))
     df.drop(columns=["path"]).to_csv(out_dir / "table.csv", index=False)
     (out_dir / "grid.md").write_text(f"# {title}: every grid point\n\n" + grid_markdown(grid_rows, select_by))
     passk_plot(main_rows, out_dir / "passk.png", "test", title)

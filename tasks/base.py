@@ -7,6 +7,7 @@ There is no registry: `_target_` is the registration.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -51,3 +52,27 @@ class Task(Protocol):
 
 class TaskDataError(ValueError):
     """A data file is missing or a row is malformed; the message names the file, row and fix."""
+
+
+def read_jsonl(path: Path, what: str) -> list[tuple[int, object]]:
+    """(line number, parsed object) for every non-blank line of a JSONL file.
+
+    Args:
+        path: the file.
+        what: what the file holds, for the error message (e.g. "GSM8K data").
+
+    Raises:
+        TaskDataError: the file is missing, or a line is not valid JSON (naming the line).
+    """
+    if not path.is_file():
+        raise TaskDataError(f"{what} file {path} not found; check task.path or reinstall esbench")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((i, json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete that line") from None
+    return rows

@@ -22,12 +22,11 @@ that reward alone does not optimise).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError
+from tasks.base import DATA_DIR, TaskDataError, read_jsonl
 
 PAPER_REWARD_FLOOR = -2000.0  # maps to 0 in the paper's Table 2
 
@@ -98,23 +97,12 @@ class Conciseness:
 
 
 def _read_rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise TaskDataError(f"conciseness prompt file {path} not found; check task.path or "
-                            "reinstall esbench")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
-                                    "that line") from None
-            if not (isinstance(r, dict) and r.get("split") in ("train", "test")
-                    and isinstance(r.get("prompt"), str) and isinstance(r.get("target"), str)):
-                raise TaskDataError(f"{path}: line {i} is malformed ({str(r)[:80]}); each row "
-                                    'needs "split" ("train" or "test") and string "prompt" and '
-                                    '"target"')
-            rows.append(r)
+    for i, r in read_jsonl(path, "conciseness prompt"):
+        if not (isinstance(r, dict) and r.get("split") in ("train", "test")
+                and isinstance(r.get("prompt"), str) and isinstance(r.get("target"), str)):
+            raise TaskDataError(f"{path}: line {i} is malformed ({str(r)[:80]}); each row "
+                                'needs "split" ("train" or "test") and string "prompt" and '
+                                '"target"')
+        rows.append(r)
     return rows

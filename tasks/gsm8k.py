@@ -18,13 +18,12 @@ with absolute tolerance 1e-6, so "5.00" matches gold "5".
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError
+from tasks.base import DATA_DIR, TaskDataError, read_jsonl
 
 HUB_ID = "openai/gsm8k"
 N_VALIDATION = 500
@@ -102,7 +101,8 @@ class GSM8K:
         else:
             folder = Path(self.path).expanduser() if self.path else DATA_DIR / "gsm8k"
             where = folder / f"{official_split}.jsonl"
-            raw = _read_jsonl(where)
+            raw = read_jsonl(where, "GSM8K data (task.path: a directory with train.jsonl and test.jsonl)")
+            return [_row(r, where, i) for i, r in raw]
         return [_row(r, where, i) for i, r in enumerate(raw, start=1)]
 
     # ---- scoring ----
@@ -137,23 +137,6 @@ class GSM8K:
         [1.0, 0.0]
         """
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise TaskDataError(f"GSM8K data file {path} not found; check task.path (a directory with "
-                            "train.jsonl and test.jsonl) or reinstall esbench")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
-                                    "that line") from None
-    return rows
 
 
 def _row(raw: dict, where, index: int) -> dict:

@@ -20,14 +20,13 @@ everywhere, so a completion scores the same in any thread. `extract_answer` (for
 """
 from __future__ import annotations
 
-import json
 import re
 import threading
 from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError
+from tasks.base import DATA_DIR, TaskDataError, read_jsonl
 
 PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 TIMEOUT_S = 5  # math-verify's own default; whole seconds (signal.alarm)
@@ -110,7 +109,7 @@ class MATH500:
         if split != "test":
             raise TaskDataError(f"split {split!r} is unknown; MATH-500 has only test")
         path = Path(self.path).expanduser() if self.path else DATA_DIR / "math500" / "test.jsonl"
-        rows = [_row(r, path, i) for i, r in enumerate(_read_jsonl(path), start=1)]
+        rows = [_row(r, path, i) for i, r in read_jsonl(path, "MATH-500 data")]
         return datasets.Dataset.from_list(rows[:self.n_eval] if self.n_eval else rows)
 
     # ---- scoring ----
@@ -158,22 +157,6 @@ def _verify(gold: str, pred: str) -> bool:
                                                            timeout_seconds=timeout))
     except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
         return False
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise TaskDataError(f"MATH-500 data file {path} not found; check task.path or reinstall "
-                            "esbench")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
-                                        "that line") from None
-    return rows
 
 
 def _row(raw: dict, path: Path, index: int) -> dict:

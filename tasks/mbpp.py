@@ -22,7 +22,6 @@ object whose `__eq__` always returns True passes `assert f(x) == y`; watch sampl
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError
+from tasks.base import DATA_DIR, TaskDataError, read_jsonl
 from tasks.sandbox import run_python
 
 SPLITS = {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}
@@ -87,7 +86,7 @@ class MBPP:
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
         lo, hi = SPLITS[split]
         path = Path(self.path).expanduser() if self.path else DATA_DIR / "mbpp" / "mbpp.jsonl"
-        rows = [r for r in _read_rows(path) if lo <= r["task_id"] <= hi]
+        rows = [r for r in (_row(raw, path, i) for i, raw in read_jsonl(path, "MBPP data")) if lo <= r["task_id"] <= hi]
         if split != "train" and self.n_eval:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
@@ -125,24 +124,6 @@ class MBPP:
         jobs = list(zip(completions, test_list, setup, strict=True))
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
-
-
-def _read_rows(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise TaskDataError(f"MBPP data file {path} not found; check task.path or reinstall "
-                            "esbench")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{path}: line {i} is not valid JSON ({e}); fix or delete "
-                                    "that line") from None
-            rows.append(_row(raw, path, i))
-    return rows
 
 
 def _row(raw: dict, path: Path, line: int) -> dict:
