@@ -12,7 +12,7 @@ from harness.evaluate import EvalConfig, evaluate
 from harness.kl import per_token_kl
 from harness.policy import load_policy
 from harness.records import write_record
-from harness.run import build_task
+from harness.run import CONF_DIR, build_task
 from harness.tables import write_tables
 from tasks.base import TaskDataError
 
@@ -69,3 +69,12 @@ def test_heldout_block_in_tables(tmp_path):
     write_tables(tmp_path, tmp_path / "out")
     md = (tmp_path / "out" / "table.md").read_text()
     assert "## Held-out task: gsm8k" in md and "kl_to_base" in md
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
+def test_zoo_model_evaluates_end_to_end_on_every_task(policy, name):
+    # scores are near zero off Countdown; the point is that every task's pipeline runs on CPU
+    res = evaluate(policy, build_task(name), "test", EvalConfig(**QUICK))
+    for metric in ("greedy_acc", "pass@1", "pass@2", "maj@2", "mean_reward"):
+        assert res.metrics[metric]["n"] == min(4, len(build_task(name).load("test")))
+    assert 0 <= res.metrics["pass@1"]["mean"] <= res.metrics["pass@2"]["mean"] <= 1
