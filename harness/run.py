@@ -88,8 +88,7 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
         task = instantiate(cfg.task)
         log.info("built task %s", cfg.task._target_)
-        policy = load_policy(cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template,
-                             cfg.model.system_prompt, cfg.device)
+        policy = policy_from(cfg)
         method = instantiate(cfg.method)
         log.info("built method %s", cfg.method._target_)
         ledger = make_ledger(cfg.budget)
@@ -99,7 +98,7 @@ def run_one(cfg: DictConfig, run_dir: Path) -> dict:
         record["budget"] = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                             "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
         record["metrics"], record["pass_curve"], record["examples"], record["eval_flops"] = {}, {}, {}, {}
-        reference = load_base_model(cfg) if eval_cfg.kl_to_base else None
+        reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
         for split in cfg.eval_splits:
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference)
             record["metrics"][split], record["pass_curve"][split] = res.metrics, res.pass_curve
@@ -130,10 +129,10 @@ def build_task(name: str):
     return instantiate(OmegaConf.load(path))
 
 
-def load_base_model(cfg: DictConfig):
-    """A second, untrained copy of the model: the reference for KL-to-base."""
+def policy_from(cfg: DictConfig):
+    """Load the configured model (called again after training for an untrained reference)."""
     return load_policy(cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template,
-                       cfg.model.system_prompt, cfg.device).model
+                       cfg.model.system_prompt, cfg.device)
 
 
 def _brief(metrics: dict) -> str:
