@@ -37,11 +37,14 @@ def test_eval_n_smaller_than_k_is_explained(tmp_path):
 
 def test_base_run_writes_record_table_and_plot(tmp_path):
     r = harness("method=base", "model=zoo-100k", "eval.n_prompts=20", "eval.n_samples=32", "group=t",
-                cwd=tmp_path)
+                "eval.tasks=[conciseness]", "eval.kl_to_base=true", "eval.max_new_tokens=16", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     rec = json.loads(next((tmp_path / "runs" / "t").rglob("record.json")).read_text())
     assert rec["status"] == "ok" and rec["metrics"]["test"]["pass@32"]["n"] == 20
+    assert rec["metrics"]["test"]["kl_to_base"]["mean"] == 0.0  # base model: no drift from itself
+    assert rec["heldout"]["conciseness"]["metrics"]["mean_reward"]["n"] == 8
     assert rec["config"]["seed"] == 0 and rec["torch_threads"] == 1 and rec["versions"]["trl"] == "1.12.0"
     out = tmp_path / "results" / "t"
     assert "pass@16" in (out / "table.md").read_text() and (out / "passk.png").is_file()
+    assert "## Held-out task: conciseness" in (out / "table.md").read_text()
     assert "| base | zoo-100k |" in r.stdout
