@@ -49,15 +49,18 @@ class Conciseness:
         max_new_tokens: completion length for evaluation and training.
         path: a jsonl file of {"split": "train"|"test", "prompt", "target"}, instead of the
             shipped set.
+        normalise: report (and train on) the paper's Table 2 scale, 1 + r/2000, instead of r.
+            The map is affine with a positive slope, so ES's z-scores and GRPO's group-normalised
+            advantages are unchanged by it.
     """
 
     name = "conciseness"
     normalised_reward = staticmethod(normalised_reward)
 
     def __init__(self, version: int = 1, n_eval: int | None = None, max_new_tokens: int = 128,
-                 path: str | None = None):
+                 path: str | None = None, normalise: bool = False):
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
-        self.path = path
+        self.path, self.normalise = path, normalise
 
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt` and `target`; validation = the training prompts (module docstring)."""
@@ -93,7 +96,8 @@ class Conciseness:
         [0.0, -35.0, -7.0]
         """
         pairs = zip(completions, target, strict=True)
-        return [0.0 - abs(len(c.strip()) - len(t)) for c, t in pairs]  # 0.0 - 0 is 0.0, not -0.0
+        raw = [0.0 - abs(len(c.strip()) - len(t)) for c, t in pairs]  # 0.0 - 0 is 0.0, not -0.0
+        return [normalised_reward(r) for r in raw] if self.normalise else raw
 
 
 def _read_rows(path: Path) -> list[dict]:

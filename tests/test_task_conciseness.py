@@ -57,3 +57,8 @@ def test_malformed_prompt_file(tmp_path):
     bad.write_text('{"split": "train", "prompt": "Hi?", "target": "Hi"}\n')
     with pytest.raises(TaskDataError, match="no rows with split='test'"):
         Conciseness(path=str(bad)).load("test")
+
+
+def test_normalised_reward_is_the_papers_scale():
+    task = Conciseness(normalise=True)
+    assert task.reward(["Jupiter", "x" * 2007], target=["Jupiter", "Jupiter"]) == [1.0, 0.0]
