@@ -69,6 +69,17 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _override(key: str, value) -> str:
+    """key=value in Hydra's override grammar (None must be null, not the string "None")."""
+    return f"{key}={'null' if value is None else value}"
+
+
+def _raw(node) -> list[str]:
+    """Override strings as written: an interpolation like ${alpha_per_sigma} is resolved by the run's
+    own config when it is composed (here it would be stringified, None becoming "None")."""
+    return list(OmegaConf.to_container(node, resolve=False)) if node is not None else []
+
+
 def grid_points(spec: DictConfig) -> list[dict]:
     """The cartesian product of a spec's axes, as {override key: value} dicts, in file order."""
     axes = spec.get("axes") or {}
@@ -83,7 +94,7 @@ def _models(cfg: DictConfig) -> list[tuple[str | None, list[str]]]:
         if m is None or isinstance(m, str):
             out.append((m, []))
         elif isinstance(m, DictConfig) and "name" in m:
-            out.append((str(m.name), list(m.get("overrides") or [])))
+            out.append((str(m.name), _raw(m.get("overrides"))))
         else:
             raise ExperimentError(f"models entry {m!r}: use an option name of conf/model/ or "
                                   "{name: OPTION, overrides: [key=value, ...]}")
@@ -97,7 +108,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
         for p in grid_points(c):
             label = " ".join([c.label, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
             specs.append(dict(cell=c.label, column=label if p else c.label, label=label, grid=None, point=p,
-                              overrides=[*c.overrides, *(f"{k}={v}" for k, v in p.items())],
+                              overrides=[*_raw(c.overrides), *(_override(k, v) for k, v in p.items())],
                               seeded=c.get("seeded", True)))
     for g in cfg.get("grids") or []:
         if not g.get("axes"):
@@ -106,7 +117,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
             label = " ".join([g.name, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
             # validation is evaluated too: the grid point is chosen on it, never on test
             specs.append(dict(cell=g.name, column=g.name, label=label, grid=g.name, point=p,
-                              overrides=[*g.overrides, *(f"{k}={v}" for k, v in p.items()),
+                              overrides=[*_raw(g.overrides), *(_override(k, v) for k, v in p.items()),
                                          "eval_splits=[validation,test]"], seeded=True))
     return specs
 
