@@ -1,62 +1,245 @@
-"""Run an experiment: a list of fixed cells plus RL grids selected on the validation split.
+"""Run an experiment: fixed cells and RL grids, per model and per seed, into one records folder.
 
 An experiment file (conf/experiment/*.yaml) declares
-  cells: [{label, overrides}]                      # e.g. base, ES with its one fixed setting
-  grids: [{name, overrides, axes: {key: [values]}}] # e.g. GRPO over beta x learning rate
-Every cell and grid point is composed from the same command line plus its own overrides and run in
-turn. Grid points are evaluated on validation and test; the main table takes, per grid, the point
-with the best validation `select_by` metric (never test), and a second table lists the whole grid.
-Tables are rebuilt from records alone: `python -m harness.tables runs/<group>/<stamp>`.
+  models: [zoo-1m, {name: zoo-4m, overrides: [budget.flops=4e12]}]  # conf/model options (optional)
+  seeds: [0, 1, 2]                                                   # optional; default: the `seed` key
+  cells: [{label, overrides, axes: {key: [values]}?, seeded: bool?}] # fixed runs (axes: one run per point)
+  grids: [{name, overrides, axes: {key: [values]}}]                  # RL grids, chosen on validation
+Every (model, cell or grid point, seed) is one run, composed from the command line plus its own
+overrides, and gets an index in a fixed order (model, then cell/grid point, then seed):
+
+    python -m harness experiment=X +dry_run=true     # list every run with its index and overrides
+    python -m harness experiment=X                   # run them all in turn, then write the tables
+    python -m harness experiment=X stamp=S +run_index=7        # run one (e.g. one cluster job)
+    python -m harness -m experiment=X stamp=S +run_index='range(0,N)' launcher=submitit_slurm
+
+Records go to runs/<group>/<stamp>/<model>/<label>/seed<k>/record.json, next to experiment.json
+(the plan), so tables can mark planned runs with no record as MISSING. A run whose record says ok
+is skipped, so rerunning with the same stamp resumes. A failing run leaves a failed record and the
+experiment goes on; the tables mark it FAILED. Tables: harness/report.py, rebuilt any time with
+`python -m harness.tables runs/<group>/<stamp> --experiment --out results/<group>`.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 import re
+import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from harness.records import RECORD_NAME, SCHEMA_VERSION, write_json_atomic
 
 log = logging.getLogger("esbench")
+MANIFEST = "experiment.json"
+# Command-line keys that steer the experiment itself and must not reach the runs it composes.
+_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp")
+
+
+class ExperimentError(ValueError):
+    """The experiment file or its command line is inconsistent; the message names the fix."""
+
+
+@dataclass
+class Run:
+    """One planned run of an experiment."""
+
+    index: int
+    model: str | None  # conf/model option; None when the experiment has no models axis
+    seed: int
+    cell: str          # the cell label or grid name (a paper's column)
+    column: str        # main-table column: the cell, or for a cell with axes the point's label
+    label: str
+    grid: str | None
+    point: dict = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    method: str | None = None
+    key: str = ""      # the run's folder, relative to the experiment folder
 
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")
 
 
-def grid_points(grid: DictConfig) -> list[dict]:
-    """The cartesian product of a grid's axes, as {override key: value} dicts, in file order."""
-    keys = list(grid.axes)
-    return [dict(zip(keys, vals)) for vals in itertools.product(*(grid.axes[k] for k in keys))]
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def plan(cfg: DictConfig) -> list[tuple[str, list[str], str | None]]:
-    """(label, overrides, grid name) for every run of the experiment, in order."""
-    runs = [(c.label, list(c.overrides), None) for c in cfg.get("cells", [])]
-    for g in cfg.get("grids", []):
-        for point in grid_points(g):
-            label = f"{g.name} " + " ".join(f"{k.split('.')[-1]}={v:g}" for k, v in point.items())
-            sets = [f"{k}={v}" for k, v in point.items()]
-            runs.append((label, [*g.overrides, *sets, "eval_splits=[validation,test]"], g.name))
+def _override(key: str, value) -> str:
+    """key=value in Hydra's override grammar (None must be null, not the string "None")."""
+    return f"{key}={'null' if value is None else value}"
+
+
+def _raw(node) -> list[str]:
+    """Override strings as written: an interpolation like ${alpha_per_sigma} is resolved by the run's
+    own config when it is composed (here it would be stringified, None becoming "None")."""
+    return list(OmegaConf.to_container(node, resolve=False)) if node is not None else []
+
+
+def grid_points(spec: DictConfig) -> list[dict]:
+    """The cartesian product of a spec's axes, as {override key: value} dicts, in file order."""
+    axes = spec.get("axes") or {}
+    keys = list(axes)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(list(axes[k]) for k in keys))]
+
+
+def _models(cfg: DictConfig) -> list[tuple[str | None, list[str]]]:
+    """(option name, its extra overrides) per entry of `models:`; [(None, [])] without the axis."""
+    out = []
+    for m in cfg.get("models") or [None]:
+        if m is None or isinstance(m, str):
+            out.append((m, []))
+        elif isinstance(m, DictConfig) and "name" in m:
+            out.append((str(m.name), _raw(m.get("overrides"))))
+        else:
+            raise ExperimentError(f"models entry {m!r}: use an option name of conf/model/ or "
+                                  "{name: OPTION, overrides: [key=value, ...]}")
+    return out
+
+
+def _specs(cfg: DictConfig) -> list[dict]:
+    """Every cell point and grid point, before the model and seed axes multiply them."""
+    specs = []
+    for c in cfg.get("cells") or []:
+        for p in grid_points(c):
+            label = " ".join([c.label, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
+            specs.append(dict(cell=c.label, column=label if p else c.label, label=label, grid=None, point=p,
+                              overrides=[*_raw(c.overrides), *(_override(k, v) for k, v in p.items())],
+                              seeded=c.get("seeded", True)))
+    for g in cfg.get("grids") or []:
+        if not g.get("axes"):
+            raise ExperimentError(f"grid {g.name} has no axes; give it axes: {{key: [values]}} or make it a cell")
+        for p in grid_points(g):
+            label = " ".join([g.name, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
+            # validation is evaluated too: the grid point is chosen on it, never on test
+            specs.append(dict(cell=g.name, column=g.name, label=label, grid=g.name, point=p,
+                              overrides=[*_raw(g.overrides), *(_override(k, v) for k, v in p.items()),
+                                         "eval_splits=[validation,test]"], seeded=True))
+    return specs
+
+
+def plan(cfg: DictConfig) -> list[Run]:
+    """Every run of the experiment, in index order: model, then cell/grid point, then seed.
+
+    A cell with `seeded: false` (no training: its result does not depend on the seed) runs once,
+    with the first seed.
+    """
+    seeds = list(cfg.get("seeds") or [cfg.seed])
+    seed_axis = bool(cfg.get("seeds"))
+    runs = []
+    for (model, model_overrides), spec in itertools.product(_models(cfg), _specs(cfg)):
+        for seed in seeds if spec["seeded"] else seeds[:1]:
+            overrides = [*([f"model={model}"] if model else []), *spec["overrides"], *model_overrides,
+                         *([f"seed={seed}"] if seed_axis else [])]
+            method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), None)
+            key = "/".join([*([slug(model)] if model else []), slug(spec["label"]), f"seed{seed}"])
+            runs.append(Run(len(runs), model, int(seed), spec["cell"], spec["column"], spec["label"], spec["grid"],
+                            dict(spec["point"]), overrides, method, key))
     return runs
 
 
-def run_experiment(cfg: DictConfig) -> None:
-    """Run every cell and grid point, then write the main and grid tables to results/<group>/."""
-    from harness.run import run_one
-    from harness.tables import write_experiment_tables
+def selected(runs: list[Run], run_index) -> list[Run]:
+    """The runs named by +run_index (an int or a list of ints); all runs when it is absent."""
+    if run_index is None:
+        return runs
+    wanted = [int(i) for i in (run_index if isinstance(run_index, (list, ListConfig)) else [run_index])]
+    bad = [i for i in wanted if not 0 <= i < len(runs)]
+    if bad:
+        raise ExperimentError(f"+run_index={bad[0]} is out of range: this experiment has {len(runs)} runs "
+                              f"(indices 0..{len(runs) - 1}); list them with +dry_run=true")
+    return [runs[i] for i in wanted]
 
-    root = Path(HydraConfig.get().runtime.output_dir)
-    cli = [o for o in HydraConfig.get().overrides.task]
+
+def experiment_root(cfg: DictConfig) -> Path:
+    return Path(cfg.runs_dir) / cfg.group / str(cfg.stamp)
+
+
+def manifest(cfg: DictConfig, runs: list[Run]) -> dict:
+    """What the tables need besides the records: the plan (to spot missing runs) and how to report."""
+    def plain(key):
+        node = cfg.get(key)
+        return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
+    return {"schema_version": SCHEMA_VERSION, "group": cfg.group, "stamp": str(cfg.stamp),
+            "experiment": HydraConfig.get().runtime.choices.get("experiment"),
+            "select_by": cfg.get("select_by", "greedy_acc"), "summary_metric": cfg.get("summary_metric", "greedy_acc"),
+            "paper": plain("paper"), "paper_note": cfg.get("paper_note"), "axis_plot": plain("axis_plot"),
+            "runs": [asdict(r) for r in runs]}
+
+
+def _is_done(run_dir: Path) -> bool:
+    import json
+    path = run_dir / RECORD_NAME
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return rec.get("status") == "ok" and rec.get("schema_version") == SCHEMA_VERSION
+
+
+def _cli(cfg: DictConfig) -> list[str]:
+    """The task overrides of this launch, minus the experiment's own control keys."""
+    keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in _CONTROL_KEYS]
+    if cfg.get("models") and any(o.split("=", 1)[0] == "model" for o in keep):
+        raise ExperimentError("this experiment has a models axis; choose models with models=[zoo-1m,zoo-4m] "
+                              "instead of model=...")
+    return [*keep, f"stamp={cfg.stamp}"]
+
+
+def print_plan(cfg: DictConfig, runs: list[Run]) -> None:
+    root = experiment_root(cfg)
+    for r in runs:
+        print(f"{r.index:4d}  {r.model or '-':24s} seed={r.seed}  {r.label}\n      {' '.join(r.overrides)}")
+    exp = HydraConfig.get().runtime.choices.get("experiment")
+    print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness experiment={exp} stamp={cfg.stamp} "
+          f"+run_index=0\nfan out:   python -m harness -m experiment={exp} stamp={cfg.stamp} "
+          f"+run_index='range(0,{len(runs)})' launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION")
+
+
+def run_experiment(cfg: DictConfig) -> int:
+    """Run the selected runs of the experiment in turn, then rebuild its tables.
+
+    Returns:
+        The number of runs that failed (their records say why; the tables mark them FAILED).
+    """
+    from harness.report import write_report
+    from harness.run import run_one
+
     runs = plan(cfg)
-    for i, (label, overrides, grid) in enumerate(runs, 1):
-        extra = [f"+grid={grid}"] if grid else []
-        child = compose(config_name="config", overrides=[*cli, *overrides, f"label='{label}'", *extra])
-        print(f"[{i}/{len(runs)}] {label}", flush=True)
-        run_one(child, root / slug(label))
+    if not runs:
+        raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")
+    todo = selected(runs, cfg.get("run_index"))
+    cli = _cli(cfg)
+    # Compose every run before running any: a typo in a cell fails now, not hours into the experiment.
+    children = {r.index: compose(config_name="config", overrides=[*cli, *r.overrides]) for r in todo}
+    if cfg.get("dry_run"):
+        print_plan(cfg, runs)
+        return 0
+    root = experiment_root(cfg)
+    write_json_atomic(root / MANIFEST, manifest(cfg, runs))  # every job writes the same plan
+    failed = []
+    for r in todo:
+        run_dir = root / r.key
+        head = f"[{r.index + 1}/{len(runs)}] {r.model or ''} seed={r.seed} {r.label}"
+        if _is_done(run_dir):
+            print(f"{head}: done already ({run_dir / RECORD_NAME}), skipped", flush=True)
+            continue
+        print(head, flush=True)
+        meta = {"label": r.label, "cell": r.cell, "column": r.column, "grid": r.grid, "point": r.point,
+                "model_key": r.model, "run_index": r.index, "run_key": r.key, "experiment_stamp": str(cfg.stamp)}
+        try:
+            run_one(children[r.index], run_dir, meta)
+        except Exception as e:  # noqa: BLE001 - one bad run must not take the others down; its record says why
+            log.error("run %d (%s) failed: %s: %s", r.index, r.label, type(e).__name__, e)
+            failed.append((r, e))
     out = Path(cfg.results_dir) / cfg.group
-    write_experiment_tables(root, out, select_by=cfg.get("select_by", "greedy_acc"), title=cfg.group)
+    write_report(root, out)
     print((out / "table.md").read_text())
-    print(f"records: {root}\ntables: {out}/table.md, grid.md, table.csv, passk.png")
+    print(f"records: {root}\ntables: {out}/")
+    for r, e in failed:
+        print(f"FAILED run {r.index} ({r.model or ''} {r.label} seed={r.seed}): {type(e).__name__}: {e}",
+              file=sys.stderr)
+    return len(failed)

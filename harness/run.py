@@ -7,7 +7,8 @@
 
 One run: build the task, the policy and the method from the config; train until the ledger says the
 budget is spent; evaluate on `eval_splits`; write runs/<group>/<run>/record.json atomically; rebuild
-results/<group>/ tables. An experiment config with `cells:` runs each cell in turn (harness/experiment.py).
+results/<group>/ tables. An experiment config (`cells:`/`grids:`, conf/experiment/) runs each of its runs in
+turn, or one of them with +run_index=I (harness/experiment.py).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.budget import BudgetError, Ledger
 from harness.evaluate import EvalConfig, EvalConfigError, evaluate
+from harness.experiment import ExperimentError
 from harness.policy import ModelLoadError, load_policy
 from harness.records import write_record
 from tasks.base import TaskDataError
@@ -36,7 +38,7 @@ from tasks.base import TaskDataError
 log = logging.getLogger("esbench")
 # Absolute, so `python -m harness` works from any working directory (editable install).
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException)
+USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError)
 
 
 def quiet_libraries() -> None:
@@ -74,15 +76,22 @@ def default_label(cfg: DictConfig) -> str:
     return name if not keys else f"{name} " + " ".join(f"{k}={m[k]:g}" for k in keys)
 
 
-def run_one(cfg: DictConfig, run_dir: Path) -> dict:
-    """Train and evaluate one configuration; always leaves a record (status ok or failed)."""
+def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> dict:
+    """Train and evaluate one configuration; always leaves a record (status ok or failed).
+
+    Args:
+        cfg: the composed run config.
+        run_dir: where record.json (and method checkpoints) go.
+        meta: identity keys an experiment adds to the record (label, cell, grid, point, model_key,
+            run_index, run_key), so tables can be rebuilt from records alone.
+    """
     torch.set_num_threads(cfg.threads)
     quiet_libraries()
     seed_everything(cfg.seed)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     record = {"status": "running", "label": cfg.label or default_label(cfg), "model": cfg.model.name_or_path,
               "method": method_name(cfg), "task": cfg.task._target_, "seed": cfg.seed,
-              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "started_at": time.time(), "config": resolved}
+              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "started_at": time.time(), "config": resolved, **(meta or {})}
     start = time.time()
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
@@ -142,14 +151,15 @@ def _brief(metrics: dict) -> str:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     try:
-        if cfg.get("cells"):
+        if cfg.get("cells") or cfg.get("grids"):
             from harness.experiment import run_experiment
-            run_experiment(cfg)
+            if run_experiment(cfg):
+                sys.exit(1)  # some runs failed: their records and the tables say which and why
             return
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         run_one(cfg, run_dir)
         from harness.tables import markdown_table, write_tables
-        df = write_tables(Path("runs") / cfg.group, Path(cfg.results_dir) / cfg.group, title=cfg.group)
+        df = write_tables(Path(cfg.runs_dir) / cfg.group, Path(cfg.results_dir) / cfg.group, title=cfg.group)
         print(markdown_table(df))
         print(f"record: {run_dir / 'record.json'}\ntables: {Path(cfg.results_dir) / cfg.group}/table.md, table.csv, passk.png")
     except USER_ERRORS as e:

@@ -1,8 +1,9 @@
 """Tables and plots rebuilt from run records alone (never edited by hand).
 
-    python -m harness.tables runs/quickstart --out results/quickstart
+    python -m harness.tables runs/adhoc --out results/adhoc                        # plain runs
+    python -m harness.tables runs/quickstart/<stamp> --experiment --out results/quickstart   # an experiment
 
-writes table.md, table.csv and passk.png. Records from another schema version are skipped with a
+writes table.md, table.csv and passk.png (an experiment adds grid.md, summary.md, runs.csv: harness/report.py). Records from another schema version are skipped with a
 warning; failed runs stay in the table as rows marked FAILED, so nothing disappears silently.
 """
 from __future__ import annotations
@@ -161,50 +162,13 @@ def heldout_markdown(records: list[dict]) -> str:
     return "".join(blocks)
 
 
-def select_from_grids(records: list[dict], select_by: str = "greedy_acc") -> tuple[list[dict], list[dict]]:
-    """Split records into (main rows, grid rows); main holds fixed cells + the best point per grid.
+def write_experiment_tables(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None) -> None:
+    """An experiment's tables and plots (models x cells x seeds, grids chosen on validation): harness/report.py."""
+    from harness.report import write_report
 
-    The best point is chosen on the *validation* split's `select_by` mean (never on test); failed
-    points cannot be chosen, and a grid with no successful point shows as one FAILED row.
-    """
-    fixed = [r for r in records if not r.get("grid")]
-    grids: dict[str, list[dict]] = {}
-    for r in records:
-        if r.get("grid"):
-            grids.setdefault(r["grid"], []).append(r)
-    main = list(fixed)
-    for name, rs in grids.items():  # grids come after the fixed cells, in the order they first ran
-        ok = [r for r in rs if r.get("status", "ok") == "ok" and select_by in r.get("metrics", {}).get("validation", {})]
-        if not ok:
-            main.append({**rs[0], "label": f"{name} (no successful grid point)", "status": "failed"})
-            continue
-        best = max(ok, key=lambda r: r["metrics"]["validation"][select_by]["mean"])
-        main.append({**best, "label": f"{best['label']} (best of {len(rs)} on validation)"})
-    return main, [r for rs in grids.values() for r in rs]
-
-
-def grid_markdown(grid: list[dict], select_by: str) -> str:
-    """Every grid point: validation score used for selection next to its test scores."""
-    if not grid:
-        return "No grid in this experiment.\n"
-    df = records_frame(grid, "test")
-    val = records_frame(grid, "validation")
-    return markdown_table(df, {f"validation {select_by}": [_cell(row, select_by) for _, row in val.iterrows()]})
-
-
-def write_experiment_tables(root: Path, out_dir: Path, select_by: str = "greedy_acc", title: str = "") -> None:
-    """table.md/.csv + passk.png (fixed cells and selected grid points) and grid.md (every point)."""
-    records, warnings = read_records(root)
-    for w in warnings:
+    agg = write_report(root, out_dir, select_by, title)
+    for w in agg["warnings"]:
         log.warning(w)
-    main_rows, grid_rows = select_from_grids(records, select_by)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    df = records_frame(main_rows, "test")
-    (out_dir / "table.md").write_text((f"# {title}: test split\n\n" if title else "") + markdown_table(df)
-                                      + heldout_markdown(main_rows))
-    df.drop(columns=["path"]).to_csv(out_dir / "table.csv", index=False)
-    (out_dir / "grid.md").write_text(f"# {title}: every grid point\n\n" + grid_markdown(grid_rows, select_by))
-    passk_plot(main_rows, out_dir / "passk.png", "test", title)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -212,8 +176,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("records", type=Path, help="folder searched recursively for record.json")
     ap.add_argument("--out", type=Path, help="output folder (default: the records folder)")
     ap.add_argument("--split", default="test")
-    ap.add_argument("--experiment", action="store_true", help="select grid points on validation (experiment layout)")
-    ap.add_argument("--select-by", default="greedy_acc")
+    ap.add_argument("--experiment", action="store_true",
+                    help="an experiment folder (runs/<group>/<stamp>): seeds, models, grids chosen on validation, "
+                         "missing runs marked from its experiment.json")
+    ap.add_argument("--select-by", default=None, help="validation metric that chooses grid points "
+                    "(default: the experiment's select_by, else greedy_acc)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = args.out or args.records

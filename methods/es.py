@@ -19,6 +19,9 @@ Departures from the paper's reference code (all deliberate; see DESIGN.md):
   train rows (the paper's whole 200-prompt train split). `fixed_batch: false` instead resamples
   the batch each iteration from the train split with a seeded RNG (not in the paper).
 - When every member gets the same reward the z-scores are all 0: the update is skipped and logged.
+- `alpha_per_sigma` (not in the paper, which fixes alpha=5e-4): when set, alpha = sigma x alpha_per_sigma,
+  so a sweep over sigma keeps the step-to-noise ratio fixed (the authors' later code uses 0.5).
+  null (default) keeps `alpha` as given; the effective alpha is in the run record's train summary.
 - Checkpoint/resume (not in the paper): master weights + iteration + ledger totals; all randomness
   is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
 
@@ -57,6 +60,9 @@ class ESConfig:
     population: int = field(default=30, metadata={"help": "members N per iteration"})
     sigma: float = field(default=1e-3, metadata={"help": "noise scale: members are theta + sigma * eps"})
     alpha: float = field(default=5e-4, metadata={"help": "step size; 1/sigma is folded into it"})
+    alpha_per_sigma: float | None = field(default=None, metadata={
+        "help": "null: use alpha; a number r: alpha = sigma * r (ties the step to the noise in a sigma sweep; "
+                "the authors' later default is 0.5)"})
     prompts_per_iteration: int = field(default=200, metadata={"help": "prompts every member scores per iteration"})
     fixed_batch: bool = field(default=True, metadata={"help": "true (the paper): the first prompts_per_iteration "
                                                       "train rows every iteration; false: resample each iteration"})
@@ -72,6 +78,10 @@ class ESConfig:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
         if self.population < 2:
             raise ValueError(f"method.population={self.population}: z-scores need at least 2 members; set >= 2")
+        if self.alpha_per_sigma is not None:
+            if not self.alpha_per_sigma > 0:
+                raise ValueError(f"method.alpha_per_sigma={self.alpha_per_sigma} must be > 0, or null to use method.alpha")
+            self.alpha = self.sigma * self.alpha_per_sigma  # the effective step; recorded in checkpoints and summaries
         if not self.sigma > 0 or not self.alpha > 0:
             raise ValueError(f"method.sigma={self.sigma} and method.alpha={self.alpha} must both be > 0 "
                              "(paper: sigma=1e-3, alpha=5e-4)")
@@ -201,7 +211,7 @@ class ES:
                 if c.checkpoint_every and it % c.checkpoint_every == 0:
                     self._save_checkpoint(run_dir, it, names, master, ledger)
         self._save_checkpoint(run_dir, it, names, master, ledger)
-        return {"steps": it, "resumed_from": start, "skipped_updates": skipped,
+        return {"steps": it, "resumed_from": start, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
                 "last_reward_mean": last.get("reward_mean")}
 
     def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> dict:
@@ -274,7 +284,8 @@ class ES:
         state = json.loads((path / "state.json").read_text())
         loose = ("max_iterations", "checkpoint_every", "generation_batch_size")
         mine, theirs = asdict(self.config), state["config"]
-        if any(mine[k] != theirs[k] for k in mine if k not in loose):
+        # .get: checkpoints from before a field existed hold its default (None for alpha_per_sigma)
+        if any(mine[k] != theirs.get(k) for k in mine if k not in loose):
             raise ValueError(f"{path} was written with ES config {theirs}, but this run uses {mine}; "
                              "use the same method settings to resume, or a fresh run_dir")
         weights = load_file(str(path / "master.safetensors"))

@@ -11,6 +11,7 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from harness.evaluate import EvalConfig
+from harness.experiment import plan
 from harness.run import CONF_DIR
 
 GROUPS = ["model", "task", "method", "budget", "eval"]
@@ -40,17 +41,72 @@ def test_every_option_composes_and_binds(group, option):
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
-def test_every_experiment_composes_and_binds(experiment):
+def test_every_experiment_run_composes_and_binds(experiment):
+    """Every run of the plan (each model x cell/grid point; seeds only change `seed`) composes and binds."""
     cfg = _compose([f"experiment={experiment}"])
-    for cell in cfg.get("cells", []):
-        child = _compose([f"experiment={experiment}", *cell.overrides])
+    runs = plan(cfg)
+    assert runs and [r.index for r in runs] == list(range(len(runs)))
+    assert len({r.key for r in runs}) == len(runs), "two runs would share a records folder"
+    seen = set()
+    for r in runs:
+        overrides = tuple(o for o in r.overrides if not o.startswith("seed="))
+        if overrides in seen:
+            continue
+        seen.add(overrides)
+        child = _compose([f"experiment={experiment}", *overrides])
         _bind(child.method)
         _bind(child.task)
-    for grid in cfg.get("grids", []):
-        child = _compose([f"experiment={experiment}", *grid.overrides])
-        for key in grid.axes:
-            assert OmegaConf.select(child, key) is not None, f"grid axis {key} is not a config key"
+        for key in r.point:
+            assert OmegaConf.select(child, key) is not None, f"axis {key} of {r.label} is not a config key"
+        EvalConfig(**OmegaConf.to_container(child.eval, resolve=True))
+        assert child.budget.get(child.budget.kind) is not None, f"{r.label} on {r.model} has no budget.{child.budget.kind}"
+
+
+@pytest.mark.parametrize("sweep", options("sweep"))
+def test_every_sweep_composes_with_an_experiment(sweep):
+    cfg = _compose(["experiment=quickstart", f"sweep={sweep}"])
+    assert plan(cfg)
+
+
+def test_qiu2025_table1_plan_and_paper_numbers():
+    cfg = _compose(["experiment=qiu2025_table1"])
+    runs = plan(cfg)
+    assert len(runs) == 7 * (1 + 1 + 3 * 4)   # models x (base, ES, PPO/GRPO(8)/GRPO(30) grids of 4)
+    assert {r.column for r in runs} == {"Original", "ES", "PPO", "GRPO(8)", "GRPO(30)"}
+    for model, cols in cfg.paper.items():
+        assert model in {r.model for r in runs} and set(cols) == {r.column for r in runs}
+    assert cfg.paper["qwen2.5-3b-instruct"]["ES"] == 60.5
+    es = _compose(["experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides])
+    assert (es.method.population, es.method.sigma, es.method.alpha, es.method.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
+    assert es.budget.kind == "flops" and es.budget.flops == 1.36e18
+    samples = _compose(["experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides])
+    assert samples.budget.kind == "samples" and samples.budget.samples == 3e6   # equal samples: one override
+
+
+def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it():
+    for extra, ratio in (([], 0.5), (["alpha_per_sigma=null"], None)):
+        cfg = _compose(["experiment=sigma_sweep", *extra])
+        run = next(r for r in plan(cfg) if r.point.get("method.sigma") == 3e-3)
+        child = _compose(["experiment=sigma_sweep", *extra, *run.overrides])
+        assert child.method.sigma == 3e-3 and child.method.alpha_per_sigma == ratio
         _bind(child.method)
+
+
+def test_twins_use_the_zoo_and_every_zoo_size():
+    for name in ("qiu2025_table1_cpu", "sigma_sweep_cpu"):
+        runs = plan(_compose([f"experiment={name}"]))
+        assert {r.model for r in runs} == {"zoo-100k", "zoo-1m", "zoo-4m"}
+
+
+def test_launcher_config_composes():
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=smoke", "launcher=submitit_slurm",
+                                                       "hydra.launcher.partition=gpu"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher") and launcher.partition == "gpu"
+    assert {"gpus_per_node", "timeout_min", "mem_gb", "cpus_per_task"} <= set(launcher)
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
 
 
 def test_every_config_opens_with_its_command():

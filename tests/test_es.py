@@ -128,3 +128,11 @@ def test_config_errors_name_the_fix():
         es.ESConfig(population=1)
     with pytest.raises(ValueError, match="sigma"):
         es.ESConfig(sigma=0)
+    with pytest.raises(ValueError, match="alpha_per_sigma"):
+        es.ESConfig(alpha_per_sigma=0)
+
+
+def test_alpha_per_sigma_ties_the_step_to_the_noise():
+    assert es.ESConfig(sigma=1e-3, alpha=5e-4).alpha == 5e-4  # null: alpha as given
+    tied = es.ESConfig(sigma=3e-3, alpha=5e-4, alpha_per_sigma=0.5)
+    assert tied.alpha == pytest.approx(1.5e-3)

@@ -1,4 +1,5 @@
-"""Run records and tables: atomic writes, skipped old records, failed runs marked, grid selection.
+"""Run records and tables: atomic writes, skipped old records, failed and missing runs marked, grid
+selection on validation (mean over seeds), seed intervals, paper comparison, the sigma table.
 
     python -m pytest tests/test_tables.py -q
 """
@@ -7,7 +8,9 @@ import json
 import pytest
 
 from harness.records import SCHEMA_VERSION, read_records, write_json_atomic, write_record
-from harness.tables import budget_flag, records_frame, select_from_grids, write_experiment_tables, write_tables
+from harness.aggregate import aggregate, t975
+from harness.report import write_report
+from harness.tables import budget_flag, records_frame, write_experiment_tables, write_tables
 
 
 def metric(mean):
@@ -71,15 +74,112 @@ def test_grid_selection_uses_validation_not_test(tmp_path):
             record("GRPO lr=2", test=0.3, val=0.5, grid="GRPO"),
             record("GRPO lr=3", test=0.0, grid="GRPO", status="failed"),
             record("PPO lr=1", test=0.0, grid="PPO", status="failed")]
-    main, grid = select_from_grids(recs)
-    labels = [r["label"] for r in main]
-    assert labels[1].startswith("GRPO lr=2 (best of 3") and "PPO (no successful grid point)" in labels
-    assert len(grid) == 4
     for i, r in enumerate(recs):
         write_record(tmp_path / str(i), r)
+    agg = aggregate(tmp_path)
+    labels = list(agg["main"]["label"])
+    assert labels[1].startswith("GRPO lr=2 (best of 3") and "PPO (no successful grid point)" in labels
+    assert len(agg["points"][agg["points"]["grid"].notna()]) == 4
     write_experiment_tables(tmp_path, tmp_path / "out", title="t")
     assert "validation greedy_acc" in (tmp_path / "out" / "grid.md").read_text()
     assert "FAILED" in (tmp_path / "out" / "table.md").read_text()
+
+
+# ---- experiments: models x cells x seeds, from a plan (experiment.json) and records ----
+def planned(index, model, label, seed, cell=None, grid=None, point=None, method="es"):
+    cell = cell or grid or label
+    return {"index": index, "model": model, "seed": seed, "cell": cell, "column": cell, "label": label,
+            "grid": grid, "point": point or {}, "overrides": [], "method": method,
+            "key": f"{model}/{label.replace(' ', '_')}/seed{seed}"}
+
+
+def write_run(root, plan_entry, rec):
+    rec = {**rec, "model": plan_entry["model"], "model_key": plan_entry["model"], "seed": plan_entry["seed"],
+           "run_key": plan_entry["key"], "cell": plan_entry["cell"], "column": plan_entry["column"],
+           "point": plan_entry["point"]}
+    write_record(root / plan_entry["key"], rec)
+
+
+def synthetic_experiment(root, paper=None, axis_plot=None):
+    """Two models, two seeds; one failed ES seed on m1, one missing GRPO point on m1, m2 has no ES at all."""
+    runs = [planned(0, "m1", "base", 0, method="base"),
+            planned(1, "m1", "ES", 0), planned(2, "m1", "ES", 1),
+            planned(3, "m1", "GRPO lr=1", 0, grid="GRPO", method="grpo"),
+            planned(4, "m1", "GRPO lr=2", 0, grid="GRPO", method="grpo"),
+            planned(5, "m2", "base", 0, method="base"),
+            planned(6, "m2", "ES", 0), planned(7, "m2", "ES", 1)]
+    man = {"schema_version": SCHEMA_VERSION, "group": "syn", "stamp": "s", "select_by": "greedy_acc",
+           "summary_metric": "greedy_acc", "paper": paper, "paper_note": None, "axis_plot": axis_plot, "runs": runs}
+    write_json_atomic(root / "experiment.json", man)
+    write_run(root, runs[0], record("base", 0.2, method="base"))
+    write_run(root, runs[1], record("ES", 0.40))
+    write_run(root, runs[2], record("ES", 0.0, status="failed"))
+    write_run(root, runs[3], record("GRPO lr=1", test=0.5, val=0.3, grid="GRPO", method="grpo"))
+    # runs[4] (GRPO lr=2 on m1) never wrote a record: MISSING
+    write_run(root, runs[5], record("base", 0.1, method="base"))
+    # runs[6] and runs[7] (ES on m2): both missing, so the whole cell is MISSING
+    return runs
+
+
+def test_failed_and_missing_runs_are_marked_never_dropped(tmp_path):
+    synthetic_experiment(tmp_path)
+    agg = write_report(tmp_path, tmp_path / "out")
+    runs = agg["runs"]
+    assert list(runs["status"]) == ["ok", "ok", "failed", "ok", "missing", "ok", "missing", "missing"]
+    md = (tmp_path / "out" / "table.md").read_text()
+    assert "| m1 | ES | 1/2, 1 FAILED |" in md and "40.0 [35.0, 45.0]*" in md   # one seed left: its prompt CI
+    assert "| m2 | ES | 0/2, 2 MISSING |" in md and "MISSING" in md
+    grid = (tmp_path / "out" / "grid.md").read_text()
+    assert "GRPO lr=2 | 0/1, 1 MISSING" in grid and "30.0 ←" in grid
+    assert "missing" in (tmp_path / "out" / "runs.csv").read_text()
+    assert (tmp_path / "out" / "passk.png").stat().st_size > 1000
+
+
+def test_seed_mean_uses_a_t_interval_over_seeds(tmp_path):
+    runs = [planned(0, "m", "ES", 0), planned(1, "m", "ES", 1), planned(2, "m", "ES", 2)]
+    write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs})
+    for r, acc in zip(runs, (0.40, 0.50, 0.60)):
+        write_run(tmp_path, r, record("ES", acc))
+    row = aggregate(tmp_path)["main"].iloc[0]
+    half = t975(2) * 0.1 / 3 ** 0.5   # sd of (.4, .5, .6) is 0.1
+    assert row["greedy_acc"] == pytest.approx(0.5) and row["interval"] == "seeds"
+    assert row["greedy_acc_lo"] == pytest.approx(0.5 - half) and row["greedy_acc_hi"] == pytest.approx(0.5 + half)
+
+
+def test_grid_choice_is_the_validation_mean_over_seeds(tmp_path):
+    # lr=1 wins seed 0 on validation but loses on the mean over seeds
+    runs = [planned(i, "m", f"GRPO lr={lr}", s, grid="GRPO", method="grpo")
+            for i, (lr, s) in enumerate([(1, 0), (1, 1), (2, 0), (2, 1)])]
+    write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs})
+    for r, val in zip(runs, (0.9, 0.1, 0.6, 0.6)):
+        write_run(tmp_path, r, record(r["label"], test=0.3, val=val, grid="GRPO", method="grpo"))
+    main = aggregate(tmp_path)["main"]
+    assert len(main) == 1 and main.iloc[0]["label"].startswith("GRPO lr=2 (best of 2")
+
+
+def test_summary_prints_paper_numbers_with_the_difference(tmp_path):
+    synthetic_experiment(tmp_path, paper={"m1": {"base": 0.1, "ES": 14.4, "GRPO": 30.9}, "m2": {"ES": 60.5}})
+    write_report(tmp_path, tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| m1 | 20.0 (0.1, +19.9) | 40.0* (14.4, +25.6) | 50.0 (30.9, +19.1) |" in summary
+    assert "MISSING (paper 60.5)" in summary
+    assert "## Summary" in (tmp_path / "out" / "table.md").read_text()
+
+
+def test_axis_table_and_plot(tmp_path):
+    runs = [planned(i, m, f"ES sigma={s:g}", 0, cell="ES", point={"method.sigma": s})
+            for i, (m, s) in enumerate([(m, s) for m in ("m1", "m2") for s in (0.001, 0.01)])]
+    runs.append(planned(4, "m1", "GRPO lr=1", 0, grid="GRPO", method="grpo"))
+    write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs, "axis_plot": {
+        "cell": "ES", "key": "method.sigma", "reference": "GRPO", "name": "sigma", "metrics": ["greedy_acc", "pass@16"]}})
+    for r, acc in zip(runs[:3], (0.3, 0.5, 0.2)):   # m2 sigma=0.01 is missing
+        write_run(tmp_path, r, record(r["label"], acc))
+    write_run(tmp_path, runs[4], record("GRPO lr=1", test=0.45, val=0.4, grid="GRPO", method="grpo"))
+    write_report(tmp_path, tmp_path / "out")
+    table = (tmp_path / "out" / "sigma.md").read_text()
+    assert "| sigma=0.001 | sigma=0.01 | GRPO (chosen on validation) |" in table
+    assert "| m2 | 20.0 [15.0, 25.0] | MISSING | MISSING |" in table
+    assert (tmp_path / "out" / "sigma.png").stat().st_size > 1000
 
 
 def test_budget_flag():

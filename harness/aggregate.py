@@ -1,0 +1,195 @@
+"""From an experiment's plan and records to numbers: runs, seed means, and validation-chosen grid points.
+
+Three frames, each built from the one before, none formatted (harness/report.py renders them):
+- runs:   one row per planned run (experiment.json) with status ok | failed | missing, plus one row
+          per record the plan does not know (never dropped silently);
+- points: one row per (model, label): the mean over the runs that succeeded. With >= 2 successful
+          seeds the interval is a 95% Student-t interval over seeds; with one run it is that run's
+          bootstrap 95% CI over prompts (the `interval` column says which);
+- main:   per model, every fixed cell point, and per RL grid the point with the best *validation*
+          mean over seeds of `select_by` (test is never looked at to choose).
+
+    python -m pytest tests/test_tables.py -q
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from harness.records import read_records
+
+MANIFEST = "experiment.json"
+# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042]
+IDENTITY = ["model", "cell", "column", "label", "grid", "method"]
+
+
+def t975(df: int) -> float:
+    return _T975[df - 1] if df <= len(_T975) else 1.96
+
+
+def load(root: Path) -> tuple[dict | None, list[dict], list[str]]:
+    """The experiment's manifest (None for a folder of plain runs), its records, and read warnings."""
+    path = Path(root) / MANIFEST
+    man = json.loads(path.read_text()) if path.exists() else None
+    records, warnings = read_records(root)
+    return man, records, warnings
+
+
+def _identity_of_record(rec: dict) -> dict:
+    """Plan-like identity for a record the plan does not list (older layout, or a plain run)."""
+    label = rec.get("label", rec.get("method", "?"))
+    return {"index": rec.get("run_index"), "model": rec.get("model_key") or rec.get("model", "?"),
+            "seed": rec.get("seed"), "cell": rec.get("cell") or rec.get("grid") or label,
+            "column": rec.get("column") or rec.get("grid") or label, "label": label, "grid": rec.get("grid"),
+            "point": rec.get("point") or {}, "method": rec.get("method"), "key": rec.get("run_key")}
+
+
+def _row(ident: dict, rec: dict | None) -> dict:
+    row = {k: ident.get(k) for k in ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")}
+    row["model"] = row["model"] or (rec or {}).get("model", "?")
+    if rec is None:
+        return {**row, "status": "missing"}
+    b = rec.get("budget", {})
+    row.update(status=rec.get("status", "ok"), error=rec.get("error"), method=rec.get("method", row["method"]),
+               flops_used=b.get("flops_used"), budget=b.get("limit"), budget_kind=b.get("kind"),
+               budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.get("wall_s", {}).get("total"),
+               curve=rec.get("pass_curve", {}).get("test"), path=rec.get("_path"))
+    for split, prefix in (("test", ""), ("validation", "val:")):
+        for name, m in rec.get("metrics", {}).get(split, {}).items():
+            row[prefix + name] = m["mean"]
+            if not prefix:
+                row[f"{name}_lo"], row[f"{name}_hi"] = m["ci_low"], m["ci_high"]
+    return row
+
+
+def runs_frame(manifest: dict | None, records: list[dict]) -> pd.DataFrame:
+    """One row per planned run (status ok, failed or missing) and per unplanned record."""
+    by_key = {r["run_key"]: r for r in records if r.get("run_key")}
+    rows, used = [], set()
+    for planned in (manifest or {}).get("runs", []):
+        rec = by_key.get(planned["key"])
+        used.add(planned["key"])
+        rows.append(_row(planned, rec))
+    for rec in records:
+        if rec.get("run_key") not in used or rec.get("run_key") is None:
+            rows.append(_row(_identity_of_record(rec), rec))
+    return pd.DataFrame(rows)
+
+
+def metric_names(df: pd.DataFrame) -> list[str]:
+    """Test metrics present in a runs frame, in a fixed reading order."""
+    names = [c[:-3] for c in df.columns if c.endswith("_lo")]
+
+    def rank(m: str) -> tuple:
+        for i, prefix in enumerate(("greedy_acc", "pass@", "maj@", "mean_reward", "greedy_reward")):
+            if m.startswith(prefix):
+                return i, int(m[len(prefix):]) if m[len(prefix):].isdigit() else 0, m
+        return 9, 0, m
+    return sorted(names, key=rank)
+
+
+def _mean_ci(ok: pd.DataFrame, m: str) -> tuple[float, float, float, str]:
+    vals = ok[m].dropna() if m in ok else pd.Series(dtype=float)
+    n = len(vals)
+    if n == 0:
+        return math.nan, math.nan, math.nan, ""
+    if n == 1:
+        row = ok.loc[vals.index[0]]
+        return float(vals.iloc[0]), float(row[f"{m}_lo"]), float(row[f"{m}_hi"]), "prompts"
+    mean, sd = float(vals.mean()), float(vals.std(ddof=1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half, "seeds"
+
+
+def _mean_curve(ok: pd.DataFrame) -> dict | None:
+    curves = [c for c in ok.get("curve", pd.Series(dtype=object)) if isinstance(c, dict) and c]
+    if not curves:
+        return None
+    ks = sorted({int(k) for c in curves for k in c})
+    return {k: sum(float(c[str(k)]) for c in curves if str(k) in c) / sum(str(k) in c for c in curves) for k in ks}
+
+
+def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFrame:
+    """One row per (model, label), aggregated over seeds; counts of ok, failed and missing runs."""
+    metrics, rows = metric_names(runs), []
+    for _, g in runs.groupby(["model", "label"], sort=False, dropna=False):
+        ok = g[g["status"] == "ok"]
+        first = g.iloc[0]
+        row = {k: first.get(k) for k in (*IDENTITY, "point", "index")}
+        row["method"] = next((m for m in g["method"] if isinstance(m, str)), None)
+        row.update(n_planned=len(g), n_ok=len(ok), n_failed=int((g["status"] == "failed").sum()),
+                   n_missing=int((g["status"] == "missing").sum()),
+                   errors=[e for e in g.get("error", pd.Series(dtype=object)).dropna()])
+        for m in metrics:
+            row[m], row[f"{m}_lo"], row[f"{m}_hi"], interval = _mean_ci(ok, m)
+            row["interval"] = row.get("interval") or interval
+        val = f"val:{select_by}"
+        row["val"] = float(ok[val].mean()) if val in ok and ok[val].notna().any() else math.nan
+        for k in ("flops_used", "budget_spent", "steps", "wall_s"):
+            row[k] = float(ok[k].mean()) if k in ok and ok[k].notna().any() else math.nan
+        row["budget"] = next((b for b in g.get("budget", []) if isinstance(b, float) and not math.isnan(b)), math.nan)
+        row["budget_kind"] = next((b for b in g.get("budget_kind", []) if isinstance(b, str)), None)
+        row["curve"] = _mean_curve(ok)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def status_of(row) -> str:
+    """ok when any run of the row succeeded; else failed (some failed) or missing (none recorded)."""
+    if row["n_ok"] > 0:
+        return "ok"
+    return "failed" if row["n_failed"] > 0 else "missing"
+
+
+def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(main rows, points with a `chosen` column): fixed cells as they are, each grid's best point.
+
+    A grid's best point maximises the validation mean over seeds; a grid with no successful point
+    becomes one row marked failed or missing, so it never disappears from the table.
+    """
+    points = points.copy()
+    points["chosen"] = False
+    points["status"] = [status_of(r) for _, r in points.iterrows()]
+    main = []
+    for (model, cell), g in points.groupby(["model", "cell"], sort=False, dropna=False):
+        grid = g.iloc[0]["grid"]
+        if not isinstance(grid, str):
+            main.extend(r for _, r in g.iterrows())
+            continue
+        cands = g[(g["n_ok"] > 0) & g["val"].notna()]
+        if cands.empty:
+            row = g.iloc[0].copy()
+            row["label"] = f"{cell} (no successful grid point)"
+            row["status"] = "failed" if (g["n_failed"] > 0).any() else "missing"
+            for c in [c for c in row.index if c.endswith(("_lo", "_hi"))]:
+                row[c] = math.nan
+            main.append(row)
+            continue
+        best = cands["val"].idxmax()
+        points.loc[best, "chosen"] = True
+        row = points.loc[best].copy()
+        shortfall = "" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING"
+        row["label"] = f"{row['label']} (best of {len(g)} on validation{shortfall})"
+        row["column"] = cell
+        main.append(row)
+    return pd.DataFrame(main).reset_index(drop=True), points
+
+
+def aggregate(root: Path, select_by: str | None = None) -> dict:
+    """Everything the report needs: manifest, warnings and the runs, points and main frames."""
+    man, records, warnings = load(root)
+    select_by = select_by or (man or {}).get("select_by", "greedy_acc")
+    runs = runs_frame(man, records)
+    if runs.empty:
+        return {"manifest": man, "warnings": warnings, "records": records, "runs": runs, "points": runs, "main": runs,
+                "select_by": select_by}
+    points = points_frame(runs, select_by)
+    main, points = choose(points)
+    return {"manifest": man, "warnings": warnings, "records": records, "runs": runs, "points": points, "main": main,
+            "select_by": select_by}

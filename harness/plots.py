@@ -1,0 +1,89 @@
+"""Plots of an experiment's aggregated rows (harness/aggregate.py): pass@k panels and metric-versus-axis.
+
+Every figure is saved to a temp file and renamed, so concurrent cluster jobs never leave half a PNG.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on servers or CI
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def save_atomic(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
+    """pass@k versus k (log scale), one panel per model, one line per main row (mean over seeds)."""
+    models = list(dict.fromkeys(main["model"]))
+    cols = min(len(models), 4)
+    rows = math.ceil(len(models) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False, sharey=True)
+    for ax, model in zip(axes.flat, models):
+        for _, r in main[main["model"] == model].iterrows():
+            curve = r.get("curve")
+            if r["status"] != "ok" or not isinstance(curve, dict) or not curve:
+                continue
+            ks = sorted(int(k) for k in curve)
+            ax.plot(ks, [100 * curve[k] for k in ks], marker="o", ms=3, label=str(r["label"])[:40])
+        ax.set_xscale("log", base=2)
+        ax.set_title(str(model), fontsize=9)
+        ax.set_xlabel("k (samples per prompt)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("pass@k on test (%)")
+    fig.suptitle(title or "pass@k", fontsize=10)
+    fig.tight_layout()
+    save_atomic(fig, path)
+
+
+def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: list[str], path: Path,
+              title: str = "") -> None:
+    """One panel per metric: the swept cell's test metric versus the axis (log x), one line per model
+    with its CI as a band, and the reference (e.g. tuned GRPO) as a star in the model's colour at the
+    right edge plus a dotted level line, so each size's ES curve reads against its own RL result.
+    """
+    key, cell, ref = spec["key"], spec["cell"], spec.get("reference")
+    sweep = points[(points["cell"] == cell) & (points["status"] == "ok")].copy()
+    sweep["x"] = [p.get(key) for p in sweep["point"]]
+    xs = sorted(sweep["x"].dropna().unique())
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ref_x = xs[-1] * 2.5 if xs else 1.0
+    for ax, m in zip(axes[0], metrics):
+        for i, model in enumerate(dict.fromkeys(points[points["cell"] == cell]["model"])):
+            c = colors[i % len(colors)]
+            s = sweep[sweep["model"] == model].sort_values("x")
+            if not s.empty:
+                ax.plot(s["x"], 100 * s[m], marker="o", color=c, label=str(model))
+                ax.fill_between(s["x"], 100 * s[f"{m}_lo"], 100 * s[f"{m}_hi"], color=c, alpha=0.15)
+            hit = main[(main["model"] == model) & (main["cell"] == ref) & (main["status"] == "ok")] if ref else []
+            if len(hit):
+                y = 100 * hit.iloc[0][m]
+                ax.axhline(y, color=c, ls=":", lw=1)
+                ax.plot([ref_x], [y], marker="*", ms=12, color=c, ls="none")
+        ax.set_xscale("log")
+        if xs:
+            ax.set_xticks([*xs, ref_x], [*(f"{x:g}" for x in xs), ref or ""])
+            ax.minorticks_off()
+        ax.set_xlabel(f"{key} ({ref + ' = star, dotted line' if ref else ''})")
+        ax.set_ylabel(f"test {m} (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or f"test metrics versus {key}", fontsize=10)
+    fig.tight_layout()
+    save_atomic(fig, path)

@@ -1,0 +1,198 @@
+"""An experiment's tables and plots, rebuilt from its plan and records alone (harness/aggregate.py).
+
+Writes into the output folder:
+  table.md / table.csv   main table: per model, the fixed cells and each RL grid's validation choice
+  summary.md             models x columns of the summary metric; with a `paper:` mapping in the
+                         experiment file each cell reads "measured (paper, Δ)"
+  grid.md / grid.csv     every grid point (validation score used to choose, test scores)
+  runs.csv               every planned run with its status (ok | failed | missing) and error
+  passk.png              pass@k curves of the main rows, one panel per model
+  <axis>.md / .png       with `axis_plot:` (e.g. the sigma sweep): metric versus the axis per model
+
+    python -m harness.tables runs/<group>/<stamp> --experiment --out results/<group>
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from harness.aggregate import aggregate, metric_names
+from harness.plots import axis_plot, passk_panels
+
+PERCENT = ("greedy_acc", "pass@", "maj@")
+BUDGET_TOLERANCE = 0.10
+NOTE = ("Accuracy-type metrics in %. A row with two or more successful seeds shows the mean over seeds "
+        "[95% Student-t interval over seeds]; a row with one run shows that run's mean over test prompts "
+        "[bootstrap 95% CI over prompts]. `*` = some planned runs of the row FAILED or are MISSING (see 'runs ok'); "
+        "the number is over the runs that succeeded. Budget `!` = a run ended more than 10% away from its budget. "
+        "RL grid rows are chosen on validation {select_by} (mean over seeds), never on test.")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Temp file + rename, so concurrent cluster jobs rebuilding the tables never leave half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _isnan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _pct(m: str) -> bool:
+    return m.startswith(PERCENT)
+
+
+def fmt_value(v: float, m: str) -> str:
+    return "-" if _isnan(v) else (f"{100 * v:.1f}" if _pct(m) else f"{v:.3f}")
+
+
+def metric_cell(row: pd.Series, m: str) -> str:
+    """'v [lo, hi]', '*' when runs of the row are missing or failed, FAILED/MISSING when none succeeded."""
+    if row["status"] != "ok":
+        return row["status"].upper()
+    v = row.get(m)
+    if _isnan(v):
+        return "-"
+    star = "*" if row["n_ok"] < row["n_planned"] else ""
+    return f"{fmt_value(v, m)} [{fmt_value(row[f'{m}_lo'], m)}, {fmt_value(row[f'{m}_hi'], m)}]{star}"
+
+
+def runs_ok(row: pd.Series) -> str:
+    parts = [f"{row['n_ok']}/{row['n_planned']}"]
+    parts += [f"{row['n_failed']} FAILED"] if row["n_failed"] else []
+    parts += [f"{row['n_missing']} MISSING"] if row["n_missing"] else []
+    return ", ".join(parts)
+
+
+def budget_cell(row: pd.Series) -> str:
+    if _isnan(row.get("budget")):
+        return "-"
+    off = (row.get("method") != "base" and not _isnan(row.get("budget_spent"))
+           and abs(row["budget_spent"] / row["budget"] - 1) > BUDGET_TOLERANCE)
+    return f"{row['budget']:.3g} {row['budget_kind']}{'!' if off else ''}"
+
+
+def delta_vs_base(df: pd.DataFrame, metric: str = "greedy_acc") -> list[str]:
+    """Points of `metric` over the same model's base row ('-' when there is none)."""
+    base = {r["model"]: r[metric] for _, r in df.iterrows() if r.get("method") == "base" and r["status"] == "ok"}
+    out = []
+    for _, r in df.iterrows():
+        b = base.get(r["model"])
+        ok = r["status"] == "ok" and r.get("method") != "base" and b is not None and not _isnan(r.get(metric))
+        out.append(f"{100 * (r[metric] - b):+.1f}" if ok else "-")
+    return out
+
+
+def markdown(df: pd.DataFrame, metrics: list[str], extra: dict[str, list[str]] | None = None) -> str:
+    """One line per row: model, run, runs ok, extra columns, metrics, FLOPs, budget, steps, wall."""
+    extra = dict(extra or {})
+    if "greedy_acc" in metrics and (df.get("method") == "base").any():
+        extra["Δ greedy vs base"] = delta_vs_base(df)
+    head = ["model", "run", "runs ok", *extra, *metrics, "train FLOPs", "budget", "steps", "wall s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, (_, r) in enumerate(df.iterrows()):
+        num = lambda v, f: "-" if _isnan(v) else f.format(v)  # noqa: E731
+        cells = [str(r["model"]), str(r["label"]), runs_ok(r), *[v[i] for v in extra.values()],
+                 *[metric_cell(r, m) for m in metrics], num(r.get("flops_used"), "{:.3g}"), budget_cell(r),
+                 num(r.get("steps"), "{:.0f}"), num(r.get("wall_s"), "{:.0f}")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: str | None) -> str:
+    """Models x columns of `metric` on test; "measured (paper, Δ)" where the paper has a number."""
+    cols = list(dict.fromkeys(main["column"]))
+    models = list(dict.fromkeys(main["model"]))
+    lines = ["| model | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for model in models:
+        cells = []
+        for col in cols:
+            hit = main[(main["model"] == model) & (main["column"] == col)]
+            pub = ((paper or {}).get(model) or {}).get(col)
+            if hit.empty:
+                cells.append("-" if pub is None else f"- (paper {pub:.1f})")
+                continue
+            r = hit.iloc[0]
+            got = r["status"].upper() if r["status"] != "ok" else fmt_value(r.get(metric), metric)
+            star = "*" if r["status"] == "ok" and r["n_ok"] < r["n_planned"] else ""
+            if pub is not None and r["status"] == "ok" and not _isnan(r.get(metric)):
+                cells.append(f"{got}{star} ({pub:.1f}, {100 * r[metric] - pub:+.1f})")
+            else:
+                cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {pub:.1f})"))
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n\n" + f"Test {metric}{' in %' if _pct(metric) else ''}; RL columns are each grid's point chosen on validation."
+    if paper:
+        text += " Each cell: measured (published, measured - published)."
+    return text + (f" {note}" if note else "") + "\n"
+
+
+def axis_markdown(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: list[str]) -> str:
+    """Per metric: models x axis values of the swept cell, plus the reference (e.g. tuned GRPO)."""
+    key, cell, ref = spec["key"], spec["cell"], spec.get("reference")
+    sweep = points[points["cell"] == cell].copy()
+    sweep["x"] = [p.get(key) for p in sweep["point"]]
+    xs = sorted(x for x in sweep["x"].dropna().unique())
+    out = []
+    for m in metrics:
+        head = [*(f"{key.split('.')[-1]}={x:g}" for x in xs), *([f"{ref} (chosen on validation)"] if ref else [])]
+        lines = [f"### test {m}\n", "| model | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
+        for model in dict.fromkeys(sweep["model"]):
+            cells = []
+            for x in xs:
+                hit = sweep[(sweep["model"] == model) & (sweep["x"] == x)]
+                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "MISSING")
+            if ref:
+                hit = main[(main["model"] == model) & (main["cell"] == ref)]
+                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "MISSING")
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
+
+
+def _csv(df: pd.DataFrame, path: Path) -> None:
+    drop = [c for c in ("curve", "path", "errors") if c in df.columns]
+    write_text_atomic(path, df.drop(columns=drop).to_csv(index=False))
+
+
+def write_report(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None) -> dict:
+    """Rebuild every table and plot of the experiment whose records are under `root`."""
+    agg = aggregate(Path(root), select_by)
+    man, main, points, runs = agg["manifest"] or {}, agg["main"], agg["points"], agg["runs"]
+    title = title or man.get("group") or Path(root).name
+    out_dir = Path(out_dir)
+    if runs.empty:
+        write_text_atomic(out_dir / "table.md", f"# {title}\n\nNo records under {root} yet.\n")
+        return agg
+    metrics, sel = metric_names(runs), agg["select_by"]
+    note = NOTE.format(select_by=sel)
+    summary = summary_markdown(main, man.get("summary_metric", "greedy_acc"), man.get("paper"), man.get("paper_note"))
+    from harness.tables import heldout_markdown  # every run on the held-out tasks (eval.tasks), if any
+
+    write_text_atomic(out_dir / "table.md", f"# {title}: test split\n\n{markdown(main, metrics)}\n{note}\n\n"
+                                            f"## Summary\n\n{summary}" + heldout_markdown(agg["records"]))
+    write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}")
+    grid = points[points["grid"].apply(lambda g: isinstance(g, str))]
+    if not grid.empty:
+        val = {f"validation {sel}": [("-" if _isnan(v) else fmt_value(v, sel)) + (" ←" if c else "")
+                                     for v, c in zip(grid["val"], grid["chosen"])]}
+        write_text_atomic(out_dir / "grid.md", f"# {title}: every grid point (← = chosen on validation)\n\n"
+                                               f"{markdown(grid, metrics, val)}\n{note}\n")
+        _csv(grid, out_dir / "grid.csv")
+    _csv(main, out_dir / "table.csv")
+    _csv(runs, out_dir / "runs.csv")
+    passk_panels(main, out_dir / "passk.png", title)
+    spec = man.get("axis_plot")
+    if spec:
+        name = spec.get("name") or spec["key"].split(".")[-1]
+        shown = [m for m in spec.get("metrics", ["greedy_acc", "pass@16"]) if m in metrics]
+        write_text_atomic(out_dir / f"{name}.md", f"# {title}: test metrics versus {name}\n\n"
+                                                  f"{axis_markdown(points, main, spec, shown)}\n{note}\n")
+        axis_plot(points, main, spec, shown, out_dir / f"{name}.png", title)
+    return agg

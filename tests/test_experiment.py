@@ -1,0 +1,75 @@
+"""Experiments end to end on the smallest zoo model (conf/experiment/smoke.yaml): plan, run by index
+into one shared folder, resume, failed runs marked, both tables written, tables rebuilt from records.
+
+    python -m pytest tests/test_experiment.py -q
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def harness(*args, cwd, module="harness"):
+    # PYTHONPATH: run this checkout's code even where another checkout is pip-installed (worktrees)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_dry_run_lists_every_run_and_writes_nothing(tmp_path):
+    r = harness("experiment=smoke", "+dry_run=true", "stamp=plan", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "7 runs -> runs/smoke/plan/" in r.stdout and "+run_index='range(0,7)'" in r.stdout
+    assert "   6  zoo-100k" in r.stdout and "method.learning_rate=0.0001" in r.stdout
+    assert not list(tmp_path.rglob("record.json"))
+
+
+def test_bad_run_index_is_one_clear_line(tmp_path):
+    r = harness("experiment=smoke", "+run_index=99", cwd=tmp_path)
+    assert r.returncode == 2 and "+run_index=99 is out of range: this experiment has 7 runs" in r.stderr
+
+
+def test_failed_runs_are_marked_and_the_rest_still_run(tmp_path):
+    # a budget no training step fits: ES and GRPO fail at once, base (no training) succeeds
+    r = harness("experiment=smoke", "budget.flops=1000", "stamp=f", cwd=tmp_path)
+    assert r.returncode == 1 and "FAILED run 1" in r.stderr
+    table = (tmp_path / "results" / "smoke" / "table.md").read_text()
+    assert "| zoo-100k | base | 1/1 |" in table
+    assert "| zoo-100k | ES | 0/2, 2 FAILED | - | FAILED |" in table
+    assert "GRPO (no successful grid point)" in table
+    records = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "smoke" / "f").rglob("record.json")]
+    assert len(records) == 7 and sum(rec["status"] == "failed" for rec in records) == 6
+    assert all("BudgetError" in rec["error"] for rec in records if rec["status"] == "failed")
+
+
+def test_smoke_experiment_end_to_end(tmp_path):
+    # 1. two runs as a Hydra multirun (one job each, as on a cluster) without a stamp: one shared folder
+    r = harness("-m", "experiment=smoke", "+run_index=0,1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    folders = [p.parent for p in (tmp_path / "runs" / "smoke").glob("*/experiment.json")]
+    assert len(folders) == 1, folders
+    root = folders[0]
+    assert len(list(root.rglob("record.json"))) == 2
+    # 2. the whole experiment with that stamp: the two done runs are skipped, the other five run
+    r = harness("experiment=smoke", f"stamp={root.name}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("done already") == 2
+    out = tmp_path / "results" / "smoke"
+    table, grid = (out / "table.md").read_text(), (out / "grid.md").read_text()
+    assert "| zoo-100k | ES | 2/2 |" in table and "(best of 2 on validation)" in table
+    assert "| MISSING" not in table and "| FAILED" not in table and ", 1 " not in table
+    assert grid.count("| zoo-100k | GRPO") == 2 and "←" in grid
+    assert (out / "passk.png").stat().st_size > 1000 and (out / "summary.md").exists()
+    records = [json.loads(p.read_text()) for p in root.rglob("record.json")]
+    assert sorted(rec["run_index"] for rec in records) == list(range(7))
+    assert {rec["seed"] for rec in records if rec["cell"] == "ES"} == {0, 1}
+    # 3. rebuilt from records alone after one record is lost: that run shows as MISSING
+    next(root.glob("zoo-100k/ES/seed1/record.json")).unlink()
+    r = harness(str(root), "--experiment", "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.tables")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "| zoo-100k | ES | 1/2, 1 MISSING |" in (tmp_path / "rebuilt" / "table.md").read_text()
