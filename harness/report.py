@@ -106,8 +106,26 @@ def markdown(df: pd.DataFrame, metrics: list[str], extra: dict[str, list[str]] |
     return "\n".join(lines) + "\n"
 
 
+def _published(entry, metric: str):
+    """The paper's number for `metric` from a number or a {metric: number} mapping (None if absent)."""
+    return entry.get(metric) if isinstance(entry, dict) else entry
+
+
+def _per_metric(paper: dict | None) -> bool:
+    """True when the published numbers are given per metric ({col: {metric: value}})."""
+    return any(isinstance(v, dict) for cols in (paper or {}).values() for v in (cols or {}).values())
+
+
+def _fmt_pub(v: float, metric: str) -> str:
+    return f"{v:.1f}" if _pct(metric) else f"{v:.3f}"
+
+
 def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: str | None) -> str:
-    """Models x columns of `metric` on test; "measured (paper, Δ)" where the paper has a number."""
+    """Models x columns of `metric` on test; "measured (paper, Δ)" where the paper has a number.
+
+    `paper` maps model -> column -> a number (for the experiment's first summary metric) or a
+    mapping metric -> number (experiments that publish several metrics per cell, e.g. reward and KL).
+    """
     cols = list(dict.fromkeys(main["column"]))
     models = list(dict.fromkeys(main["model"]))
     lines = ["| model | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
@@ -115,17 +133,19 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
         cells = []
         for col in cols:
             hit = main[(main["model"] == model) & (main["column"] == col)]
-            pub = ((paper or {}).get(model) or {}).get(col)
+            pub = _published(((paper or {}).get(model) or {}).get(col), metric)
             if hit.empty:
-                cells.append("-" if pub is None else f"- (paper {pub:.1f})")
+                cells.append("-" if pub is None else f"- (paper {_fmt_pub(pub, metric)})")
                 continue
             r = hit.iloc[0]
             got = r["status"].upper() if r["status"] != "ok" else fmt_value(r.get(metric), metric)
             star = "*" if r["status"] == "ok" and r["n_ok"] < r["n_planned"] else ""
             if pub is not None and r["status"] == "ok" and not _isnan(r.get(metric)):
-                cells.append(f"{got}{star} ({pub:.1f}, {100 * r[metric] - pub:+.1f})")
+                diff = (100 if _pct(metric) else 1) * r[metric] - pub
+                cells.append(f"{got}{star} ({_fmt_pub(pub, metric)}, {diff:+.1f})" if _pct(metric)
+                             else f"{got}{star} ({_fmt_pub(pub, metric)}, {diff:+.3f})")
             else:
-                cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {pub:.1f})"))
+                cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {_fmt_pub(pub, metric)})"))
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\n" + f"Test {metric}{' in %' if _pct(metric) else ''}; RL columns are each grid's point chosen on validation."
     if paper:
@@ -172,7 +192,10 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
         return agg
     metrics, sel = metric_names(runs), agg["select_by"]
     note = NOTE.format(select_by=sel)
-    summary = summary_markdown(main, man.get("summary_metric", "greedy_acc"), man.get("paper"), man.get("paper_note"))
+    wanted = man.get("summary_metrics") or [man.get("summary_metric", "greedy_acc")]
+    paper = man.get("paper")
+    summary = "\n".join(summary_markdown(main, m, paper if i == 0 or _per_metric(paper) else None, man.get("paper_note"))
+                        for i, m in enumerate(wanted))
     from harness.tables import heldout_markdown  # every run on the held-out tasks (eval.tasks), if any
 
     write_text_atomic(out_dir / "table.md", f"# {title}: test split\n\n{markdown(main, metrics)}\n{note}\n\n"

@@ -186,3 +186,15 @@ def test_budget_flag():
     df = records_frame([record("ES", 0.4, spent=1.05e12), record("GRPO", 0.4, spent=1.2e12),
                         record("base", 0.1, spent=0, method="base")])
     assert [budget_flag(r) for _, r in df.iterrows()] == ["", "!", ""]
+
+
+def test_summary_prints_published_numbers_per_metric():
+    import pandas as pd
+
+    from harness.report import summary_markdown
+    main = pd.DataFrame([{"model": "m", "column": "ES sigma=0.001", "status": "ok", "n_ok": 4, "n_planned": 4,
+                          "mean_reward": 0.9, "kl_to_base": 0.3}])
+    paper = {"m": {"ES sigma=0.001": {"mean_reward": 0.889, "kl_to_base": 0.274}}}
+    reward = summary_markdown(main, "mean_reward", paper, None)
+    kl = summary_markdown(main, "kl_to_base", paper, None)
+    assert "0.900 (0.889, +0.011)" in reward and "0.300 (0.274, +0.026)" in kl
