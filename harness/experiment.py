@@ -166,7 +166,7 @@ def manifest(cfg: DictConfig, runs: list[Run]) -> dict:
     return {"schema_version": SCHEMA_VERSION, "group": cfg.group, "stamp": str(cfg.stamp),
             "experiment": HydraConfig.get().runtime.choices.get("experiment"),
             "select_by": cfg.get("select_by", "greedy_acc"), "summary_metric": cfg.get("summary_metric", "greedy_acc"),
-            "summary_metrics": plain("summary_metrics"),
+            "summary_metrics": plain("summary_metrics"), "paper_heldout": plain("paper_heldout"),
             "paper": plain("paper"), "paper_note": cfg.get("paper_note"), "axis_plot": plain("axis_plot"),
             "runs": [asdict(r) for r in runs]}
 

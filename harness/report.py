@@ -116,6 +116,31 @@ def _per_metric(paper: dict | None) -> bool:
     return any(isinstance(v, dict) for cols in (paper or {}).values() for v in (cols or {}).values())
 
 
+def heldout_paper_markdown(records: list[dict], paper_heldout: dict | None,
+                           metrics: tuple[str, ...] = ("pass@1", "pass@16", "pass@32")) -> str:
+    """Held-out tasks against published numbers: task -> model -> column -> [values of `metrics`].
+
+    Each cell is "measured (published, Δ)", the measured value a mean over the successful seeds.
+    """
+    blocks = []
+    for task, models in (paper_heldout or {}).items():
+        lines = [f"\n## Held-out {task}: measured (published, Δ), test, in %\n",
+                 "| model | run | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+        for model, cols in models.items():
+            for col, published in cols.items():
+                done = [r["heldout"][task]["metrics"] for r in records if r.get("status") == "ok"
+                        and r.get("model_key", r.get("model")) == model and r.get("column", r.get("label")) == col
+                        and task in r.get("heldout", {})]
+                cells = []
+                for m, pub in zip(metrics, published):
+                    vals = [d[m]["mean"] for d in done if m in d]
+                    got = 100 * sum(vals) / len(vals) if vals else None
+                    cells.append(f"- (paper {pub:.1f})" if got is None else f"{got:.1f} ({pub:.1f}, {got - pub:+.1f})")
+                lines.append(f"| {model} | {col} | " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines) + "\n")
+    return "".join(blocks)
+
+
 def _fmt_pub(v: float, metric: str) -> str:
     return f"{v:.1f}" if _pct(metric) else f"{v:.3f}"
 
@@ -199,7 +224,8 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
     from harness.tables import heldout_markdown  # every run on the held-out tasks (eval.tasks), if any
 
     write_text_atomic(out_dir / "table.md", f"# {title}: test split\n\n{markdown(main, metrics)}\n{note}\n\n"
-                                            f"## Summary\n\n{summary}" + heldout_markdown(agg["records"]))
+                                            f"## Summary\n\n{summary}" + heldout_markdown(agg["records"])
+                      + heldout_paper_markdown(agg["records"], man.get("paper_heldout")))
     write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}")
     grid = points[points["grid"].apply(lambda g: isinstance(g, str))]
     if not grid.empty:

@@ -198,3 +198,12 @@ def test_summary_prints_published_numbers_per_metric():
     reward = summary_markdown(main, "mean_reward", paper, None)
     kl = summary_markdown(main, "kl_to_base", paper, None)
     assert "0.900 (0.889, +0.011)" in reward and "0.300 (0.274, +0.026)" in kl
+
+
+def test_heldout_numbers_printed_beside_published():
+    from harness.report import heldout_paper_markdown
+    m = lambda v: {"mean": v, "ci_low": v, "ci_high": v, "n": 10}  # noqa: E731
+    recs = [{"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.10)}}}},
+            {"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.12)}}}}]
+    md = heldout_paper_markdown(recs, {"cd": {"q": {"ES": [8.8], "GRPO": [8.5]}}}, metrics=("pass@1",))
+    assert "| q | ES | 11.0 (8.8, +2.2) |" in md and "| q | GRPO | - (paper 8.5) |" in md
