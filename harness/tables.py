@@ -179,16 +179,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--experiment", action="store_true",
                     help="an experiment folder (runs/<group>/<stamp>): seeds, models, grids chosen on validation, "
                          "missing runs marked from its experiment.json")
+    ap.add_argument("--title", default=None, help="table title (default: the experiment's group)")
     ap.add_argument("--select-by", default=None, help="validation metric that chooses grid points "
                     "(default: the experiment's select_by, else greedy_acc)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     out = args.out or args.records
     if args.experiment:
-        write_experiment_tables(args.records, out, args.select_by)
+        write_experiment_tables(args.records, out, args.select_by, args.title)
         print((out / "table.md").read_text())
         return
-    df = write_tables(args.records, out, args.split)
+    df = write_tables(args.records, out, args.split, args.title or "")
     if not df.empty:
         print(markdown_table(df))
 
