@@ -174,6 +174,7 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         best = cands["val"].idxmax()
         points.loc[best, "chosen"] = True
         row = points.loc[best].copy()
+        row["point_label"] = row["label"]  # short name for plot legends
         shortfall = "" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING"
         row["label"] = f"{row['label']} (best of {len(g)} on validation{shortfall})"
         row["column"] = cell

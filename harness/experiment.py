@@ -22,6 +22,7 @@ experiment goes on; the tables mark it FAILED. Tables: harness/report.py, rebuil
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import re
 import sys
@@ -171,14 +172,29 @@ def manifest(cfg: DictConfig, runs: list[Run]) -> dict:
             "runs": [asdict(r) for r in runs]}
 
 
-def _is_done(run_dir: Path) -> bool:
-    import json
-    path = run_dir / RECORD_NAME
+_SAME = ("model", "task", "method", "budget", "eval", "seed", "eval_splits")
+
+
+def _is_done(run_dir: Path, child: DictConfig) -> bool:
+    """True when the run's folder holds an ok record made with this same configuration (it is skipped).
+
+    Raises:
+        ExperimentError: the record there was made with other settings (reusing a stamp after
+            editing the experiment or the command line would mix two experiments in one table).
+    """
     try:
-        rec = json.loads(path.read_text())
+        rec = json.loads((run_dir / RECORD_NAME).read_text())
     except (OSError, ValueError):
         return False
-    return rec.get("status") == "ok" and rec.get("schema_version") == SCHEMA_VERSION
+    if rec.get("status") != "ok" or rec.get("schema_version") != SCHEMA_VERSION:
+        return False
+    mine = OmegaConf.to_container(child, resolve=True)
+    diff = [k for k in _SAME if json.dumps(mine.get(k), sort_keys=True, default=str)
+            != json.dumps(rec["config"].get(k), sort_keys=True, default=str)]
+    if diff:
+        raise ExperimentError(f"{run_dir / RECORD_NAME} was made with other {', '.join(diff)} settings than this "
+                              "command asks for; pass a new stamp=... (or remove that folder to redo the run)")
+    return True
 
 
 def _cli(cfg: DictConfig) -> list[str]:
@@ -220,12 +236,13 @@ def run_experiment(cfg: DictConfig) -> int:
         print_plan(cfg, runs)
         return 0
     root = experiment_root(cfg)
+    done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
     write_json_atomic(root / MANIFEST, manifest(cfg, runs))  # every job writes the same plan
     failed = []
     for r in todo:
         run_dir = root / r.key
         head = f"[{r.index + 1}/{len(runs)}] {r.model or ''} seed={r.seed} {r.label}"
-        if _is_done(run_dir):
+        if r.index in done:
             print(f"{head}: done already ({run_dir / RECORD_NAME}), skipped", flush=True)
             continue
         print(head, flush=True)

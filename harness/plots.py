@@ -37,7 +37,8 @@ def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
             if r["status"] != "ok" or not isinstance(curve, dict) or not curve:
                 continue
             ks = sorted(int(k) for k in curve)
-            ax.plot(ks, [100 * curve[k] for k in ks], marker="o", ms=3, label=str(r["label"])[:40])
+            name = r.get("point_label")  # a grid row: its point, without the "(best of ...)" note
+            ax.plot(ks, [100 * curve[k] for k in ks], marker="o", ms=3, label=name if isinstance(name, str) else r["label"])
         ax.set_xscale("log", base=2)
         ax.set_title(str(model), fontsize=9)
         ax.set_xlabel("k (samples per prompt)")

@@ -179,23 +179,28 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
 
 
 def axis_markdown(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: list[str]) -> str:
-    """Per metric: models x axis values of the swept cell, plus the reference (e.g. tuned GRPO)."""
-    key, cell, ref = spec["key"], spec["cell"], spec.get("reference")
+    """Per metric: models x axis values of the swept cell, with the baseline (e.g. the untrained
+    model) before and the reference (e.g. tuned GRPO) after."""
+    key, cell, ref, base = spec["key"], spec["cell"], spec.get("reference"), spec.get("baseline")
     sweep = points[points["cell"] == cell].copy()
     sweep["x"] = [p.get(key) for p in sweep["point"]]
     xs = sorted(x for x in sweep["x"].dropna().unique())
     out = []
     for m in metrics:
-        head = [*(f"{key.split('.')[-1]}={x:g}" for x in xs), *([f"{ref} (chosen on validation)"] if ref else [])]
+        head = [*([base] if base else []), *(f"{key.split('.')[-1]}={x:g}" for x in xs),
+                *([f"{ref} (chosen on validation)"] if ref else [])]
         lines = [f"### test {m}\n", "| model | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
         for model in dict.fromkeys(sweep["model"]):
             cells = []
+            if base:  # the untrained model: does any sigma help at all?
+                hit = main[(main["model"] == model) & (main["cell"] == base)]
+                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "-")
             for x in xs:
                 hit = sweep[(sweep["model"] == model) & (sweep["x"] == x)]
-                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "MISSING")
+                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "-")
             if ref:
                 hit = main[(main["model"] == model) & (main["cell"] == ref)]
-                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "MISSING")
+                cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "-")
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"

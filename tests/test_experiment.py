@@ -68,7 +68,10 @@ def test_smoke_experiment_end_to_end(tmp_path):
     records = [json.loads(p.read_text()) for p in root.rglob("record.json")]
     assert sorted(rec["run_index"] for rec in records) == list(range(7))
     assert {rec["seed"] for rec in records if rec["cell"] == "ES"} == {0, 1}
-    # 3. rebuilt from records alone after one record is lost: that run shows as MISSING
+    # 3. the same stamp with other settings would mix two experiments in one table: refused up front
+    r = harness("experiment=smoke", f"stamp={root.name}", "budget.flops=4e8", "+run_index=1", cwd=tmp_path)
+    assert r.returncode == 2 and "was made with other budget settings" in r.stderr
+    # 4. rebuilt from records alone after one record is lost: that run shows as MISSING
     next(root.glob("zoo-100k/ES/seed1/record.json")).unlink()
     r = harness(str(root), "--experiment", "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.tables")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -171,14 +171,15 @@ def test_axis_table_and_plot(tmp_path):
             for i, (m, s) in enumerate([(m, s) for m in ("m1", "m2") for s in (0.001, 0.01)])]
     runs.append(planned(4, "m1", "GRPO lr=1", 0, grid="GRPO", method="grpo"))
     write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs, "axis_plot": {
-        "cell": "ES", "key": "method.sigma", "reference": "GRPO", "name": "sigma", "metrics": ["greedy_acc", "pass@16"]}})
+        "cell": "ES", "key": "method.sigma", "reference": "GRPO", "baseline": "base", "name": "sigma",
+        "metrics": ["greedy_acc", "pass@16"]}})
     for r, acc in zip(runs[:3], (0.3, 0.5, 0.2)):   # m2 sigma=0.01 is missing
         write_run(tmp_path, r, record(r["label"], acc))
     write_run(tmp_path, runs[4], record("GRPO lr=1", test=0.45, val=0.4, grid="GRPO", method="grpo"))
     write_report(tmp_path, tmp_path / "out")
     table = (tmp_path / "out" / "sigma.md").read_text()
-    assert "| sigma=0.001 | sigma=0.01 | GRPO (chosen on validation) |" in table
-    assert "| m2 | 20.0 [15.0, 25.0] | MISSING | MISSING |" in table
+    assert "| base | sigma=0.001 | sigma=0.01 | GRPO (chosen on validation) |" in table
+    assert "| m2 | - | 20.0 [15.0, 25.0] | MISSING | - |" in table   # base and GRPO were never planned for m2
     assert (tmp_path / "out" / "sigma.png").stat().st_size > 1000
 
 
