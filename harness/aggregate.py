@@ -51,7 +51,8 @@ def _identity_of_record(rec: dict) -> dict:
 
 
 def _row(ident: dict, rec: dict | None) -> dict:
-    row = {k: ident.get(k) for k in ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")}
+    keys = ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")
+    row = {k: ident.get(k) for k in keys}
     row["model"] = row["model"] or (rec or {}).get("model", "?")
     if rec is None:
         return {**row, "status": "missing"}
@@ -188,7 +189,8 @@ def aggregate(root: Path, select_by: str | None = None) -> dict:
     select_by = select_by or (man or {}).get("select_by", "greedy_acc")
     runs = runs_frame(man, records)
     if runs.empty:
-        return {"manifest": man, "warnings": warnings, "runs": runs, "points": runs, "main": runs, "select_by": select_by}
+        return {"manifest": man, "warnings": warnings, "runs": runs, "points": runs, "main": runs,
+                "select_by": select_by}
     points = points_frame(runs, select_by)
     main, points = choose(points)
     return {"manifest": man, "warnings": warnings, "runs": runs, "points": points, "main": main, "select_by": select_by}
