@@ -51,7 +51,8 @@ def _identity_of_record(rec: dict) -> dict:
 
 
 def _row(ident: dict, rec: dict | None) -> dict:
-    row = {k: ident.get(k) for k in ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")}
+    keys = ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")
+    row = {k: ident.get(k) for k in keys}
     row["model"] = row["model"] or (rec or {}).get("model", "?")
     if rec is None:
         return {**row, "status": "missing"}

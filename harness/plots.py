@@ -38,7 +38,8 @@ def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
                 continue
             ks = sorted(int(k) for k in curve)
             name = r.get("point_label")  # a grid row: its point, without the "(best of ...)" note
-            ax.plot(ks, [100 * curve[k] for k in ks], marker="o", ms=3, label=name if isinstance(name, str) else r["label"])
+            ax.plot(ks, [100 * curve[k] for k in ks], marker="o", ms=3,
+                    label=name if isinstance(name, str) else r["label"])
         ax.set_xscale("log", base=2)
         ax.set_title(str(model), fontsize=9)
         ax.set_xlabel("k (samples per prompt)")

@@ -172,7 +172,8 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
             else:
                 cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {_fmt_pub(pub, metric)})"))
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n\n" + f"Test {metric}{' in %' if _pct(metric) else ''}; RL columns are each grid's point chosen on validation."
+    unit = " in %" if _pct(metric) else ""
+    text = "\n".join(lines) + f"\n\nTest {metric}{unit}; RL columns are each grid's point chosen on validation."
     if paper:
         text += " Each cell: measured (published, measured - published)."
     return text + (f" {note}" if note else "") + "\n"

@@ -3,8 +3,8 @@
     python -m harness.tables runs/adhoc --out results/adhoc                        # plain runs
     python -m harness.tables runs/quickstart/<stamp> --experiment --out results/quickstart   # an experiment
 
-writes table.md, table.csv and passk.png (an experiment adds grid.md, summary.md, runs.csv: harness/report.py). Records from another schema version are skipped with a
-warning; failed runs stay in the table as rows marked FAILED, so nothing disappears silently.
+writes table.md, table.csv and passk.png (an experiment adds grid.md, summary.md, runs.csv: harness/report.py).
+Records from another schema version are skipped with a warning; failed runs stay in the table as rows marked FAILED, so nothing disappears silently.
 """
 from __future__ import annotations
 

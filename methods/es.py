@@ -80,7 +80,8 @@ class ESConfig:
             raise ValueError(f"method.population={self.population}: z-scores need at least 2 members; set >= 2")
         if self.alpha_per_sigma is not None:
             if not self.alpha_per_sigma > 0:
-                raise ValueError(f"method.alpha_per_sigma={self.alpha_per_sigma} must be > 0, or null to use method.alpha")
+                raise ValueError(f"method.alpha_per_sigma={self.alpha_per_sigma} must be > 0, "
+                                 "or null to use method.alpha")
             self.alpha = self.sigma * self.alpha_per_sigma  # the effective step; recorded in checkpoints and summaries
         if not self.sigma > 0 or not self.alpha > 0:
             raise ValueError(f"method.sigma={self.sigma} and method.alpha={self.alpha} must both be > 0 "

@@ -59,7 +59,8 @@ def test_every_experiment_run_composes_and_binds(experiment):
         for key in r.point:
             assert OmegaConf.select(child, key) is not None, f"axis {key} of {r.label} is not a config key"
         EvalConfig(**OmegaConf.to_container(child.eval, resolve=True))
-        assert child.budget.get(child.budget.kind) is not None, f"{r.label} on {r.model} has no budget.{child.budget.kind}"
+        kind = child.budget.kind
+        assert child.budget.get(kind) is not None, f"{r.label} on {r.model} has no budget.{kind}"
 
 
 @pytest.mark.parametrize("sweep", options("sweep"))
@@ -77,7 +78,8 @@ def test_qiu2025_table1_plan_and_paper_numbers():
         assert model in {r.model for r in runs} and set(cols) == {r.column for r in runs}
     assert cfg.paper["qwen2.5-3b-instruct"]["ES"] == 60.5
     es = _compose(["experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides])
-    assert (es.method.population, es.method.sigma, es.method.alpha, es.method.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
+    m = es.method
+    assert (m.population, m.sigma, m.alpha, m.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
     assert es.budget.kind == "flops" and es.budget.flops == 1.36e18
     samples = _compose(["experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides])
     assert samples.budget.kind == "samples" and samples.budget.samples == 3e6   # equal samples: one override
