@@ -43,20 +43,25 @@ def git_sha() -> str:
         return "unknown"
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    """Write JSON to a temp file in the same folder, fsync, then rename: readers never see half a file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temp file in the same folder, fsync, then rename: readers (and concurrent cluster
+    jobs rebuilding the same tables) never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, default=str)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Serialise first (a failure leaves the old file untouched), then write atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 def write_record(run_dir: Path, record: dict) -> Path:

@@ -14,14 +14,13 @@ Writes into the output folder:
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from harness.aggregate import aggregate, metric_names
 from harness.plots import axis_plot, passk_panels
+from harness.records import write_text_atomic
 
 PERCENT = ("greedy_acc", "pass@", "maj@")
 BUDGET_TOLERANCE = 0.10
@@ -30,15 +29,6 @@ NOTE = ("Accuracy-type metrics in %. A row with two or more successful seeds sho
         "[bootstrap 95% CI over prompts]. `*` = some planned runs of the row FAILED or are MISSING (see 'runs ok'); "
         "the number is over the runs that succeeded. Budget `!` = a run ended more than 10% away from its budget. "
         "RL grid rows are chosen on validation {select_by} (mean over seeds), never on test.")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Temp file + rename, so concurrent cluster jobs rebuilding the tables never leave half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _isnan(v) -> bool:
