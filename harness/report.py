@@ -70,8 +70,12 @@ def budget_cell(row: pd.Series) -> str:
 
 
 def delta_vs_base(df: pd.DataFrame, metric: str = "greedy_acc") -> list[str]:
-    """Points of `metric` over the same model's base row ('-' when there is none)."""
-    base = {r["model"]: r[metric] for _, r in df.iterrows() if r.get("method") == "base" and r["status"] == "ok"}
+    """Points of `metric` over the same model's base row ('-' when there is none).
+
+    With several successful base rows for one model (an ad-hoc folder of runs), their mean is the reference.
+    """
+    ok_base = df[(df["method"] == "base") & (df["status"] == "ok")]
+    base = ok_base.groupby("model")[metric].mean().to_dict() if metric in df.columns else {}
     out = []
     for _, r in df.iterrows():
         b = base.get(r["model"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from pathlib import Path
 
 import matplotlib
@@ -20,11 +19,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.records import read_records  # noqa: E402
+from harness.report import BUDGET_TOLERANCE, _isnan, delta_vs_base, fmt_value  # noqa: E402
 
 log = logging.getLogger(__name__)
-PERCENT = ("greedy_acc", "pass@", "maj@")
 METRIC_ORDER = ["greedy_acc", "pass@1", "pass@16", "pass@32", "maj@16", "maj@32", "mean_reward", "kl_to_base"]
-BUDGET_TOLERANCE = 0.10
 
 
 def records_frame(records: list[dict], split: str = "test") -> pd.DataFrame:
@@ -54,26 +52,16 @@ def _cell(row: pd.Series, m: str) -> str:
     if row["status"] != "ok":
         return "FAILED"
     v = row.get(m)
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if _isnan(v):
         return "-"
-    scale, fmt = (100, "{:.1f}") if m.startswith(PERCENT) else (1, "{:.3f}")
-    lo, hi = row.get(f"{m}_lo", v), row.get(f"{m}_hi", v)
-    return f"{fmt.format(v * scale)} [{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
+    return f"{fmt_value(v, m)} [{fmt_value(row.get(f'{m}_lo', v), m)}, {fmt_value(row.get(f'{m}_hi', v), m)}]"
 
 
 def _delta_vs_base(df: pd.DataFrame, metric: str = "greedy_acc") -> list[str] | None:
     """Points of `metric` gained over the same model's base run (None when there is no base run)."""
-    if metric not in df.columns:
+    if metric not in df.columns or not ((df["method"] == "base") & (df["status"] == "ok")).any():
         return None
-    base = df[(df["method"] == "base") & (df["status"] == "ok")].groupby("model")[metric].mean()
-    if base.empty:
-        return None
-    out = []
-    for _, row in df.iterrows():
-        b = base.get(row["model"])
-        ok = row["status"] == "ok" and b is not None and not pd.isna(row.get(metric))
-        out.append(f"{100 * (row[metric] - b):+.1f}" if ok and row["method"] != "base" else "-")
-    return out
+    return delta_vs_base(df, metric)
 
 
 def budget_flag(row: pd.Series) -> str:
