@@ -16,7 +16,7 @@ overrides, and gets an index in a fixed order (model, then cell/grid point, then
 Records go to runs/<group>/<stamp>/<model>/<label>/seed<k>/record.json, next to experiment.json
 (the plan), so tables can mark planned runs with no record as MISSING. A run whose record says ok
 is skipped, so rerunning with the same stamp resumes. A failing run leaves a failed record and the
-experiment goes on; the tables mark it FAILED. Tables: harness/report.py, rebuilt any time with
+experiment goes on; the tables mark it FAILED. Tables: harness/reporting/report.py, rebuilt any time with
 `python -m harness.tables runs/<group>/<stamp> --experiment --out results/<group>`.
 """
 from __future__ import annotations
@@ -34,6 +34,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from harness.records import RECORD_NAME, SCHEMA_VERSION, write_json_atomic
+from harness.reporting.report import write_report
+from harness.run import run_one
 
 log = logging.getLogger("esbench")
 MANIFEST = "experiment.json"
@@ -222,9 +224,6 @@ def run_experiment(cfg: DictConfig) -> int:
     Returns:
         The number of runs that failed (their records say why; the tables mark them FAILED).
     """
-    from harness.report import write_report
-    from harness.run import run_one
-
     runs = plan(cfg)
     if not runs:
         raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")

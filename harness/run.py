@@ -1,36 +1,25 @@
-"""The Hydra entry point: compose model x task x method x budget x eval, train, evaluate, record.
+"""One run: compose model x task x method x budget x eval, train until the ledger says stop, evaluate, record.
 
-    python -m harness method=base                       # evaluate the default zoo model
-    python -m harness method=es budget.flops=4e12       # train with ES, then evaluate
-    python -m harness                                   # the quickstart comparison
-    python -m harness -m method=es seed=0,1,2           # a Hydra multirun
-
-One run: build the task, the policy and the method from the config; train until the ledger says the
-budget is spent; evaluate on `eval_splits`; write runs/<group>/<run>/record.json atomically; rebuild
-results/<group>/ tables. An experiment config (`cells:`/`grids:`, conf/experiment/) runs each of its runs in
-turn, or one of them with +run_index=I (harness/experiment.py).
+Build the task, the policy and the method from the config; train until the ledger says the budget
+is spent; evaluate on `eval_splits`; write <run_dir>/record.json atomically. Entry point:
+harness/cli.py; experiments (harness/experiment.py) call `run_one` once per planned run.
 """
 from __future__ import annotations
 
 import logging
 import random
-import sys
 import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
 
-import hydra
 import numpy as np
 import torch
-from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from harness.budget import BudgetError, Ledger
-from harness.evaluate import EvalConfig, EvalConfigError, evaluate
-from harness.experiment import ExperimentError
+from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
 from harness.records import write_record
 from tasks.base import TaskDataError
@@ -38,7 +27,6 @@ from tasks.base import TaskDataError
 log = logging.getLogger("esbench")
 # Absolute, so `python -m harness` works from any working directory (editable install).
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError)
 
 
 def quiet_libraries() -> None:
@@ -146,23 +134,3 @@ def policy_from(cfg: DictConfig):
 
 def _brief(metrics: dict) -> str:
     return ", ".join(f"{k}={v['mean']:.3f}" for k, v in metrics.items())
-
-
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    try:
-        if cfg.get("cells") or cfg.get("grids"):
-            from harness.experiment import run_experiment
-            if run_experiment(cfg):
-                sys.exit(1)  # some runs failed: their records and the tables say which and why
-            return
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
-        run_one(cfg, run_dir)
-        from harness.tables import markdown_table, write_tables
-        df = write_tables(Path(cfg.runs_dir) / cfg.group, Path(cfg.results_dir) / cfg.group, title=cfg.group)
-        print(markdown_table(df))
-        print(f"record: {run_dir / 'record.json'}\ntables: {Path(cfg.results_dir) / cfg.group}/table.md, table.csv, passk.png")
-    except USER_ERRORS as e:
-        # A configuration or data problem: one line that names the fix, not a library traceback.
-        print(f"esbench: error: {e}", file=sys.stderr)
-        sys.exit(2)

@@ -3,7 +3,7 @@
     python -m harness.tables runs/adhoc --out results/adhoc                        # plain runs
     python -m harness.tables runs/quickstart/<stamp> --experiment --out results/quickstart   # an experiment
 
-writes table.md, table.csv and passk.png (an experiment adds grid.md, summary.md, runs.csv: harness/report.py).
+writes table.md, table.csv and passk.png (an experiment adds grid.md, summary.md, runs.csv: harness/reporting/report.py).
 Records from another schema version are skipped with a warning; failed runs stay in the table as rows marked FAILED, so nothing disappears silently.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.records import read_records  # noqa: E402
-from harness.report import BUDGET_TOLERANCE, _isnan, delta_vs_base, fmt_value  # noqa: E402
+from harness.reporting.report import BUDGET_TOLERANCE, _isnan, delta_vs_base, fmt_value  # noqa: E402
 
 log = logging.getLogger(__name__)
 METRIC_ORDER = ["greedy_acc", "pass@1", "pass@16", "pass@32", "maj@16", "maj@32", "mean_reward", "kl_to_base"]
@@ -151,8 +151,8 @@ def heldout_markdown(records: list[dict]) -> str:
 
 
 def write_experiment_tables(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None) -> None:
-    """An experiment's tables and plots (models x cells x seeds, grids chosen on validation): harness/report.py."""
-    from harness.report import write_report
+    """An experiment's tables and plots (models x cells x seeds, grids chosen on validation): harness/reporting/report.py."""
+    from harness.reporting.report import write_report
 
     agg = write_report(root, out_dir, select_by, title)
     for w in agg["warnings"]:

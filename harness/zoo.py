@@ -112,7 +112,7 @@ def train(name: str, threads: int = 2) -> dict:
 
 def write_card(name: str, threads: int = 2) -> dict:
     """Evaluate zoo model `name` on the zoo Countdown test split and write its CARD.md."""
-    from harness.evaluate import EvalConfig, evaluate
+    from harness.evaluation.evaluate import EvalConfig, evaluate
     from harness.policy import load_policy
     from tasks.countdown import Countdown
 

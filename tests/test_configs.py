@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
-from harness.evaluate import EvalConfig
+from harness.evaluation.evaluate import EvalConfig
 from harness.experiment import plan
 from harness.run import CONF_DIR
 

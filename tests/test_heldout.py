@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from harness.evaluate import EvalConfig, evaluate
-from harness.kl import per_token_kl
+from harness.evaluation.evaluate import EvalConfig, evaluate
+from harness.evaluation.kl import per_token_kl
 from harness.policy import load_policy
 from harness.records import write_record
 from harness.run import CONF_DIR, build_task

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.metrics import bootstrap_ci, maj_at_k, pass_at_k, summarize
+from harness.evaluation.metrics import bootstrap_ci, maj_at_k, pass_at_k, summarize
 
 
 def test_pass_at_k_all_subsets_hit():

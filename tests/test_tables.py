@@ -8,8 +8,8 @@ import json
 import pytest
 
 from harness.records import SCHEMA_VERSION, read_records, write_json_atomic, write_record
-from harness.aggregate import aggregate, t975
-from harness.report import write_report
+from harness.reporting.aggregate import aggregate, t975
+from harness.reporting.report import write_report
 from harness.tables import budget_flag, records_frame, write_experiment_tables, write_tables
 
 
@@ -192,7 +192,7 @@ def test_budget_flag():
 def test_summary_prints_published_numbers_per_metric():
     import pandas as pd
 
-    from harness.report import summary_markdown
+    from harness.reporting.report import summary_markdown
     main = pd.DataFrame([{"model": "m", "column": "ES sigma=0.001", "status": "ok", "n_ok": 4, "n_planned": 4,
                           "mean_reward": 0.9, "kl_to_base": 0.3}])
     paper = {"m": {"ES sigma=0.001": {"mean_reward": 0.889, "kl_to_base": 0.274}}}
@@ -202,7 +202,7 @@ def test_summary_prints_published_numbers_per_metric():
 
 
 def test_heldout_numbers_printed_beside_published():
-    from harness.report import heldout_paper_markdown
+    from harness.reporting.report import heldout_paper_markdown
     m = lambda v: {"mean": v, "ci_low": v, "ci_high": v, "n": 10}  # noqa: E731
     recs = [{"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.10)}}}},
             {"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.12)}}}}]

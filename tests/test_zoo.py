@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.chartok import build_char_tokenizer
-from harness.evaluate import EvalConfig, evaluate
+from harness.evaluation.evaluate import EvalConfig, evaluate
 from harness.policy import ZOO_DIR, load_policy
 from harness.zoo import ZOO
 from tasks.countdown import Countdown

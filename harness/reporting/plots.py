@@ -1,4 +1,4 @@
-"""Plots of an experiment's aggregated rows (harness/aggregate.py): pass@k panels and metric-versus-axis.
+"""Plots of an experiment's aggregated rows (harness/reporting/aggregate.py): pass@k panels and metric-versus-axis.
 
 Every figure is saved to a temp file and renamed, so concurrent cluster jobs never leave half a PNG.
 """

@@ -2,7 +2,7 @@
 
 Greedy decoding gives the ES paper's accuracy metric. Then `n_samples` completions per prompt are
 sampled (temperature/top_p from conf/eval): pass@k uses the unbiased estimator of Chen et al. 2021,
-maj@k the majority vote over extracted answers (harness/metrics.py). Every metric is a mean over
+maj@k the majority vote over extracted answers (harness/evaluation/metrics.py). Every metric is a mean over
 prompts with a bootstrap 95% CI over prompts.
 
     python -m harness method=base          # evaluates the default zoo model on Countdown
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from harness.flops import generation_flops
-from harness.kl import per_token_kl
-from harness.metrics import maj_at_k, pass_at_k, summarize
+from harness.evaluation.kl import per_token_kl
+from harness.evaluation.metrics import maj_at_k, pass_at_k, summarize
 from harness.policy import Generation, Policy, generate
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class EvalConfig:
         n_examples: completions kept in the run record.
         seed: sampling, bootstrap and subset seed.
         kl_to_base: also report `kl_to_base`, the mean per-token KL (k3) of the policy from the
-            untrained model on the sampled completions (harness/kl.py).
+            untrained model on the sampled completions (harness/evaluation/kl.py).
         tasks: held-out tasks (conf/task option names) also evaluated on their test split after
             training, so forgetting is measured, not inferred.
         validation_greedy_only: on the validation split (used only to select RL configurations

@@ -1,4 +1,4 @@
-"""An experiment's tables and plots, rebuilt from its plan and records alone (harness/aggregate.py).
+"""An experiment's tables and plots, rebuilt from its plan and records alone (harness/reporting/aggregate.py).
 
 Writes into the output folder:
   table.md / table.csv   main table: per model, the fixed cells and each RL grid's validation choice
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.aggregate import aggregate, metric_names
-from harness.plots import axis_plot, passk_panels
+from harness.reporting.aggregate import aggregate, metric_names
+from harness.reporting.plots import axis_plot, passk_panels
 from harness.records import write_text_atomic
 
 PERCENT = ("greedy_acc", "pass@", "maj@")

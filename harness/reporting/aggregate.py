@@ -1,6 +1,6 @@
 """From an experiment's plan and records to numbers: runs, seed means, and validation-chosen grid points.
 
-Three frames, each built from the one before, none formatted (harness/report.py renders them):
+Three frames, each built from the one before, none formatted (harness/reporting/report.py renders them):
 - runs:   one row per planned run (experiment.json) with status ok | failed | missing, plus one row
           per record the plan does not know (never dropped silently);
 - points: one row per (model, label): the mean over the runs that succeeded. With >= 2 successful

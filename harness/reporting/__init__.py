@@ -1,0 +1,1 @@
+"""Reporting: typed records in, aggregated tables and plots out (runs -> points -> main rows)."""
