@@ -9,6 +9,7 @@ Data flows one way: cli -> experiment -> run -> (method, evaluation) -> records 
 """
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -21,26 +22,40 @@ from harness.budget import BudgetError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
 from harness.policy import ModelLoadError
-from harness.run import CONF_DIR, run_one
-from harness.tables import markdown_table, write_tables
+from harness.records import RECORD_NAME
+from harness.run import CONF_DIR, Terminated, run_one
+from harness.schema import ConfigError, is_experiment, validate
+from harness.tables import rebuild
 from tasks.base import TaskDataError
 
-USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError)
+USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
+               ConfigError)
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated(f"signal {signum} (SIGTERM): the run was stopped from outside (timeout, Slurm, kill)")
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    # SIGTERM becomes an exception, so the run's record is rewritten as interrupted (with how far
+    # it got) and a rerun with the same stamp resumes from its checkpoint.
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        if cfg.get("cells") or cfg.get("grids"):
+        validate(cfg)
+        if is_experiment(cfg):
             if run_experiment(cfg):
                 sys.exit(1)  # some runs failed: their records and the tables say which and why
             return
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         run_one(cfg, run_dir)
-        df = write_tables(Path(cfg.runs_dir) / cfg.group, Path(cfg.results_dir) / cfg.group, title=cfg.group)
-        print(markdown_table(df))
-        print(f"record: {run_dir / 'record.json'}\ntables: {Path(cfg.results_dir) / cfg.group}/table.md, table.csv, passk.png")
+        out = Path(cfg.results_dir) / cfg.group
+        print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))
+        print(f"record: {run_dir / RECORD_NAME}\ntables: {out}/ (table.md, table.csv, passk.png)")
     except USER_ERRORS as e:
         # A configuration or data problem: one line that names the fix, not a library traceback.
         print(f"esbench: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except (Terminated, KeyboardInterrupt) as e:
+        print(f"esbench: interrupted: {e}; rerun the same command with stamp=... to resume", file=sys.stderr)
+        sys.exit(143 if isinstance(e, Terminated) else 130)

@@ -26,42 +26,26 @@ import json
 import logging
 import re
 import sys
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hydra import compose
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from harness.records import RECORD_NAME, SCHEMA_VERSION, write_json_atomic
+from harness.records import RECORD_NAME, Manifest, PlannedRun, read_record, write_manifest
 from harness.reporting.report import write_report
+from harness.schema import ConfigError, validate
 from harness.run import run_one
 
 log = logging.getLogger("esbench")
-MANIFEST = "experiment.json"
 # Command-line keys that steer the experiment itself and must not reach the runs it composes.
 _CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp")
 
 
 class ExperimentError(ValueError):
     """The experiment file or its command line is inconsistent; the message names the fix."""
-
-
-@dataclass
-class Run:
-    """One planned run of an experiment."""
-
-    index: int
-    model: str | None  # conf/model option; None when the experiment has no models axis
-    seed: int
-    cell: str          # the cell label or grid name (a paper's column)
-    column: str        # main-table column: the cell, or for a cell with axes the point's label
-    label: str
-    grid: str | None
-    point: dict = field(default_factory=dict)
-    overrides: list[str] = field(default_factory=list)
-    method: str | None = None
-    key: str = ""      # the run's folder, relative to the experiment folder
 
 
 def slug(text: str) -> str:
@@ -78,7 +62,7 @@ def _override(key: str, value) -> str:
 
 
 def _raw(node) -> list[str]:
-    """Override strings as written: an interpolation like ${alpha_per_sigma} is resolved by the run's
+    """Override strings as written: an interpolation like ${vars.alpha_per_sigma} is resolved by the run's
     own config when it is composed (here it would be stringified, None becoming "None")."""
     return list(OmegaConf.to_container(node, resolve=False)) if node is not None else []
 
@@ -125,7 +109,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
     return specs
 
 
-def plan(cfg: DictConfig) -> list[Run]:
+def plan(cfg: DictConfig) -> list[PlannedRun]:
     """Every run of the experiment, in index order: model, then cell/grid point, then seed.
 
     A cell with `seeded: false` (no training: its result does not depend on the seed) runs once,
@@ -140,14 +124,14 @@ def plan(cfg: DictConfig) -> list[Run]:
                          *([f"seed={seed}"] if seed_axis else [])]
             method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), None)
             key = "/".join([*([slug(model)] if model else []), slug(spec["label"]), f"seed{seed}"])
-            runs.append(Run(len(runs), model, int(seed), spec["cell"], spec["column"], spec["label"], spec["grid"],
+            runs.append(PlannedRun(len(runs), model, int(seed), spec["cell"], spec["column"], spec["label"], spec["grid"],
                             dict(spec["point"]), overrides, method, key))
     return runs
 
 
-def selected(runs: list[Run], run_index) -> list[Run]:
-    """The runs named by +run_index (an int or a list of ints); all runs when it is absent."""
-    if run_index is None:
+def selected(runs: list[PlannedRun], run_index) -> list[PlannedRun]:
+    """The runs named by +run_index (an int or a list of ints); all runs when it is absent or `all`."""
+    if run_index is None or run_index == "all":
         return runs
     wanted = [int(i) for i in (run_index if isinstance(run_index, (list, ListConfig)) else [run_index])]
     bad = [i for i in wanted if not 0 <= i < len(runs)]
@@ -161,17 +145,15 @@ def experiment_root(cfg: DictConfig) -> Path:
     return Path(cfg.runs_dir) / cfg.group / str(cfg.stamp)
 
 
-def manifest(cfg: DictConfig, runs: list[Run]) -> dict:
+def manifest(cfg: DictConfig, runs: list[PlannedRun]) -> Manifest:
     """What the tables need besides the records: the plan (to spot missing runs) and how to report."""
     def plain(key):
         node = cfg.get(key)
         return OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else node
-    return {"schema_version": SCHEMA_VERSION, "group": cfg.group, "stamp": str(cfg.stamp),
-            "experiment": HydraConfig.get().runtime.choices.get("experiment"),
-            "select_by": cfg.get("select_by", "greedy_acc"), "summary_metric": cfg.get("summary_metric", "greedy_acc"),
-            "summary_metrics": plain("summary_metrics"), "paper_heldout": plain("paper_heldout"),
-            "paper": plain("paper"), "paper_note": cfg.get("paper_note"), "axis_plot": plain("axis_plot"),
-            "runs": [asdict(r) for r in runs]}
+    return Manifest(group=cfg.group, stamp=str(cfg.stamp), experiment=HydraConfig.get().runtime.choices.get("experiment"),
+                    select_by=cfg.get("select_by", "greedy_acc"), summary_metric=cfg.get("summary_metric", "greedy_acc"),
+                    summary_metrics=plain("summary_metrics"), paper_heldout=plain("paper_heldout"),
+                    paper=plain("paper"), paper_note=cfg.get("paper_note"), axis_plot=plain("axis_plot"), runs=runs)
 
 
 _SAME = ("model", "task", "method", "budget", "eval", "seed", "eval_splits")
@@ -185,14 +167,14 @@ def _is_done(run_dir: Path, child: DictConfig) -> bool:
             editing the experiment or the command line would mix two experiments in one table).
     """
     try:
-        rec = json.loads((run_dir / RECORD_NAME).read_text())
-    except (OSError, ValueError):
+        rec = read_record(run_dir / RECORD_NAME)
+    except (OSError, ValueError, TypeError):
         return False
-    if rec.get("status") != "ok" or rec.get("schema_version") != SCHEMA_VERSION:
-        return False
+    if rec.status != "ok":
+        return False  # failed, interrupted or never finished: run it (again); methods resume from checkpoints
     mine = OmegaConf.to_container(child, resolve=True)
     diff = [k for k in _SAME if json.dumps(mine.get(k), sort_keys=True, default=str)
-            != json.dumps(rec["config"].get(k), sort_keys=True, default=str)]
+            != json.dumps(rec.config.get(k), sort_keys=True, default=str)]
     if diff:
         raise ExperimentError(f"{run_dir / RECORD_NAME} was made with other {', '.join(diff)} settings than this "
                               "command asks for; pass a new stamp=... (or remove that folder to redo the run)")
@@ -208,14 +190,14 @@ def _cli(cfg: DictConfig) -> list[str]:
     return [*keep, f"stamp={cfg.stamp}"]
 
 
-def print_plan(cfg: DictConfig, runs: list[Run]) -> None:
+def print_plan(cfg: DictConfig, runs: list[PlannedRun]) -> None:
     root = experiment_root(cfg)
     for r in runs:
         print(f"{r.index:4d}  {r.model or '-':24s} seed={r.seed}  {r.label}\n      {' '.join(r.overrides)}")
     exp = HydraConfig.get().runtime.choices.get("experiment")
     print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness experiment={exp} stamp={cfg.stamp} "
-          f"+run_index=0\nfan out:   python -m harness -m experiment={exp} stamp={cfg.stamp} "
-          f"+run_index='range(0,{len(runs)})' launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION")
+          f"+run_index=0\nfan out:   python -m harness.launch experiment={exp} stamp={cfg.stamp} "
+          f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
 
 
 def run_experiment(cfg: DictConfig) -> int:
@@ -231,12 +213,18 @@ def run_experiment(cfg: DictConfig) -> int:
     cli = _cli(cfg)
     # Compose every run before running any: a typo in a cell fails now, not hours into the experiment.
     children = {r.index: compose(config_name="config", overrides=[*cli, *r.overrides]) for r in todo}
+    for r in todo:  # and bind every run's method: an unknown method key fails here too
+        try:
+            validate(children[r.index])
+            instantiate(children[r.index].method)
+        except (ConfigError, InstantiationException) as e:
+            raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
     if cfg.get("dry_run"):
         print_plan(cfg, runs)
         return 0
     root = experiment_root(cfg)
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
-    write_json_atomic(root / MANIFEST, manifest(cfg, runs))  # every job writes the same plan
+    write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
     failed = []
     for r in todo:
         run_dir = root / r.key

@@ -1,21 +1,33 @@
-"""Run records: one self-describing JSON per run, written atomically.
+"""Run records and the experiment manifest: typed, written once here, read everywhere from here.
 
-A record holds the resolved config, package versions, git sha, seeds, thread count, the FLOPs and
-samples used against the budget, wall times, metrics with CIs per split, and a few completions.
-Tables (harness/tables.py) are rebuilt from records alone.
+A `Record` is one run, self-describing: the resolved config, package versions, git sha, seeds,
+thread count, what the budget bought (FLOPs, samples, steps), the step log, the learning curve,
+wall times, metrics with CIs per split, held-out tasks and a few completions. A `Manifest` is an
+experiment's plan (every run it should have) and how to report it. Reporting (harness/reporting/)
+rebuilds every table from these two alone.
+
+Schema history: 1 = untyped dicts (still read: the same keys, and `trains` is inferred from the
+method); 2 = these dataclasses, with `steps`, `curve`, `trains`, `pid`/`host` and the `running`
+and `interrupted` states.
 """
 from __future__ import annotations
 
 import json
 import os
 import platform
+import socket
 import subprocess
-import tempfile
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+from harness.atomic import write_json_atomic
+
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 RECORD_NAME = "record.json"
+MANIFEST_NAME = "experiment.json"
+STATUSES = ("running", "ok", "failed", "interrupted")
 _PACKAGES = ("esbench", "torch", "transformers", "trl", "datasets", "hydra-core", "tokenizers")
 
 
@@ -43,49 +55,164 @@ def git_sha() -> str:
         return "unknown"
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temp file in the same folder, fsync, then rename: readers (and concurrent cluster
-    jobs rebuilding the same tables) never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+@dataclass
+class Record:
+    """One run. Identity fields first (an experiment fills cell..experiment_stamp), then results."""
+
+    status: str = "running"
+    label: str = ""
+    model: str = ""
+    method: str = ""
+    trains: bool = True
+    task: str = ""
+    seed: int | None = None
+    torch_threads: int | None = None
+    grid: str | None = None
+    cell: str | None = None
+    column: str | None = None
+    point: dict = field(default_factory=dict)
+    model_key: str | None = None
+    run_index: int | None = None
+    run_key: str | None = None
+    experiment_stamp: str | None = None
+    config: dict = field(default_factory=dict)
+    started_at: float = 0.0
+    pid: int | None = None
+    host: str | None = None
+    train: dict = field(default_factory=dict)       # the method's summary
+    budget: dict = field(default_factory=dict)      # kind, limit, spent, flops_used, samples_used, steps
+    steps: list = field(default_factory=list)       # StepStats rows: the train curve on the FLOPs axis
+    curve: list = field(default_factory=list)       # validation evaluations during training (learning curve)
+    metrics: dict = field(default_factory=dict)     # split -> metric -> {mean, ci_low, ci_high}
+    pass_curve: dict = field(default_factory=dict)  # split -> {k: pass@k}
+    examples: dict = field(default_factory=dict)
+    eval_flops: dict = field(default_factory=dict)  # evaluation cost: recorded, never charged
+    heldout: dict = field(default_factory=dict)     # task -> {metrics, pass_curve, examples}
+    task_info: dict = field(default_factory=dict)   # what the task reports about itself (e.g. sandbox layers)
+    wall_s: dict = field(default_factory=dict)
+    error: str | None = None
+    traceback: str | None = None
+    schema_version: int = SCHEMA_VERSION
+    versions: dict = field(default_factory=dict)
+    git_sha: str = ""
+    path: str | None = None                         # where it was read from (never written)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Record":
+        """Read a record of any readable schema; unknown keys are ignored, missing ones defaulted."""
+        known = {f.name for f in fields(cls)}
+        rec = cls(**{k: v for k, v in d.items() if k in known})
+        if d.get("schema_version", 1) == 1:
+            rec.trains = d.get("method") != "base"  # v1 had no flag; base was its only non-training method
+        return rec
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("path")
+        return d
+
+    @property
+    def effective_status(self) -> str:
+        """`running` becomes `interrupted` when its process is gone (a SIGKILL leaves no other trace)."""
+        if self.status == "running" and self.host == socket.gethostname() and self.pid and not _alive(self.pid):
+            return "interrupted"
+        return self.status
+
+
+def _alive(pid: int) -> bool:
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    """Serialise first (a failure leaves the old file untouched), then write atomically."""
-    write_text_atomic(path, json.dumps(obj, indent=2, default=str) + "\n")
+def new_record(**identity) -> Record:
+    """A `running` record stamped with this process, versions and git sha (written before any work)."""
+    return Record(status="running", pid=os.getpid(), host=socket.gethostname(), versions=versions(),
+                  git_sha=git_sha(), **identity)
 
 
-def write_record(run_dir: Path, record: dict) -> Path:
-    """Stamp schema version, versions and git sha onto `record` and write run_dir/record.json."""
-    record = {"schema_version": SCHEMA_VERSION, "versions": versions(), "git_sha": git_sha(), **record}
+def write_record(run_dir: Path, record: Record) -> Path:
     path = Path(run_dir) / RECORD_NAME
-    write_json_atomic(path, record)
+    write_json_atomic(path, record.to_dict())
     return path
 
 
-def read_records(root: Path) -> tuple[list[dict], list[str]]:
-    """All readable, current-schema, finished records under `root`, plus a warning per skipped file."""
+def read_record(path: Path) -> Record:
+    d = json.loads(Path(path).read_text())
+    if d.get("schema_version") not in READABLE_SCHEMAS:
+        raise ValueError(f"schema_version {d.get('schema_version')} is not one of {READABLE_SCHEMAS} "
+                         "(written by another esbench version; rerun it)")
+    rec = Record.from_dict(d)
+    rec.path = str(path)
+    return rec
+
+
+def read_records(root: Path) -> tuple[list[Record], list[str]]:
+    """Every readable record under `root` (any status), plus a warning per skipped file."""
     records, warnings = [], []
     for path in sorted(Path(root).rglob(RECORD_NAME)):
         try:
-            rec = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
+            records.append(read_record(path))
+        except json.JSONDecodeError as e:
             warnings.append(f"skipped {path}: unreadable ({e})")
-            continue
-        if rec.get("schema_version") != SCHEMA_VERSION:
-            warnings.append(f"skipped {path}: schema_version {rec.get('schema_version')} != {SCHEMA_VERSION} "
-                            "(written by another esbench version; rerun it)")
-            continue
-        rec["_path"] = str(path)
-        records.append(rec)
-    records.sort(key=lambda r: r.get("started_at", 0))  # tables list runs in the order they ran
+        except (OSError, ValueError, TypeError) as e:
+            warnings.append(f"skipped {path}: {e}")
+    records.sort(key=lambda r: r.started_at or 0)  # tables list runs in the order they ran
     return records, warnings
+
+
+@dataclass
+class PlannedRun:
+    """One run of an experiment's plan."""
+
+    index: int
+    model: str | None  # conf/model option; None when the experiment has no models axis
+    seed: int
+    cell: str          # the cell label or grid name (a paper's column)
+    column: str        # main-table column: the cell, or for a cell with axes the point's label
+    label: str
+    grid: str | None
+    point: dict = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    method: str | None = None
+    key: str = ""      # the run's folder, relative to the experiment folder
+
+
+@dataclass
+class Manifest:
+    """An experiment's plan (to mark runs with no record MISSING) and how to report it."""
+
+    group: str = ""
+    stamp: str = ""
+    experiment: str | None = None
+    select_by: str = "greedy_acc"
+    summary_metric: str = "greedy_acc"
+    summary_metrics: list | None = None
+    paper: dict | None = None
+    paper_note: str | None = None
+    paper_heldout: dict | None = None
+    axis_plot: dict | None = None
+    runs: list[PlannedRun] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Manifest":
+        known = {f.name for f in fields(cls)}
+        man = cls(**{k: v for k, v in d.items() if k in known and k != "runs"})
+        run_keys = {f.name for f in fields(PlannedRun)}
+        man.runs = [PlannedRun(**{k: v for k, v in r.items() if k in run_keys}) for r in d.get("runs", [])]
+        return man
+
+
+def write_manifest(root: Path, manifest: Manifest) -> None:
+    write_json_atomic(Path(root) / MANIFEST_NAME, asdict(manifest))
+
+
+def read_manifest(root: Path) -> Manifest | None:
+    """The experiment's manifest, or None for a folder of single runs (an experiment of one cell each)."""
+    path = Path(root) / MANIFEST_NAME
+    return Manifest.from_dict(json.loads(path.read_text())) if path.exists() else None

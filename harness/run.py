@@ -10,7 +10,7 @@ import logging
 import random
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.budget import BudgetError, Ledger
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
-from harness.records import write_record
+from harness.records import Record, new_record, write_record
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -44,6 +44,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (what `timeout` and Slurm send): the run's record says interrupted, not failed."""
+
+
 def make_ledger(budget: DictConfig) -> Ledger:
     limit = budget.get(budget.kind) if budget.kind in ("flops", "samples") else None
     if limit is None:
@@ -52,20 +56,17 @@ def make_ledger(budget: DictConfig) -> Ledger:
     return Ledger(float(limit), budget.kind)
 
 
-def method_name(cfg: DictConfig) -> str:
-    """The method's module name (methods/<name>.py): base, es, grpo, ppo."""
-    return str(cfg.method._target_).split(".")[1]
+def default_label(method, cfg: DictConfig) -> str:
+    """"es sigma=0.01 alpha=0.005": the method's name and the hyperparameters it declares as label keys."""
+    keys = [k for k in method.label_keys if k in cfg.method]
+    return method.name if not keys else f"{method.name} " + " ".join(f"{k}={cfg.method[k]:g}" for k in keys)
 
 
-def default_label(cfg: DictConfig) -> str:
-    m = cfg.method
-    name = method_name(cfg)
-    keys = [k for k in ("sigma", "alpha", "beta", "kl_coef", "learning_rate") if k in m]
-    return name if not keys else f"{name} " + " ".join(f"{k}={m[k]:g}" for k in keys)
+def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
+    """Train and evaluate one configuration; always leaves a record.
 
-
-def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> dict:
-    """Train and evaluate one configuration; always leaves a record (status ok or failed).
+    The record is written `running` before any work, so a run killed with SIGKILL still shows (as
+    INTERRUPTED once its process is gone), and rewritten `ok`, `failed` or `interrupted` at the end.
 
     Args:
         cfg: the composed run config.
@@ -76,41 +77,45 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> dict:
     torch.set_num_threads(cfg.threads)
     quiet_libraries()
     seed_everything(cfg.seed)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    record = {"status": "running", "label": cfg.label or default_label(cfg), "model": cfg.model.name_or_path,
-              "method": method_name(cfg), "task": cfg.task._target_, "seed": cfg.seed,
-              "torch_threads": cfg.threads, "grid": cfg.get("grid"), "started_at": time.time(), "config": resolved, **(meta or {})}
+    method = instantiate(cfg.method)  # first: its name and label keys name the run
+    meta = dict(meta or {})
+    record = new_record(label=meta.pop("label", None) or cfg.label or default_label(method, cfg),
+                        model=cfg.model.name_or_path, method=method.name, trains=method.trains,
+                        task=cfg.task._target_, seed=cfg.seed, torch_threads=cfg.threads, grid=cfg.get("grid"),
+                        started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True), **meta)
+    write_record(run_dir, record)
     start = time.time()
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
         task = instantiate(cfg.task)
-        log.info("built task %s", cfg.task._target_)
+        log.info("built task %s and method %s", cfg.task._target_, method.name)
+        if method.trains and hasattr(task, "check_trainable"):
+            task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
+        record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
-        method = instantiate(cfg.method)
-        log.info("built method %s", cfg.method._target_)
         ledger = make_ledger(cfg.budget)
-        summary = method.train(policy, task, ledger, run_dir)
+        record.train = method.train(policy, task, ledger, run_dir) or {}
         train_s = time.time() - start
-        record["train"] = summary
-        record["budget"] = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
-                            "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
-        record["metrics"], record["pass_curve"], record["examples"], record["eval_flops"] = {}, {}, {}, {}
+        record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
+                         "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
+        record.steps = [asdict(s) if is_dataclass(s) else dict(s) for s in ledger.history]
         reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
         for split in cfg.eval_splits:
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference)
-            record["metrics"][split], record["pass_curve"][split] = res.metrics, res.pass_curve
-            record["examples"][split], record["eval_flops"][split] = res.examples, res.flops
-            log.info("%s %s: %s", record["label"], split, _brief(res.metrics))
-        record["heldout"] = {}
+            record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
+            record.examples[split], record.eval_flops[split] = res.examples, res.flops
+            log.info("%s %s: %s", record.label, split, _brief(res.metrics))
         for name in eval_cfg.tasks:  # forgetting: the trained policy on other tasks' test splits
             res = evaluate(policy, build_task(name), "test", eval_cfg, reference)
-            record["heldout"][name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
-            log.info("%s held-out %s: %s", record["label"], name, _brief(res.metrics))
-        record["wall_s"] = {"train": round(train_s, 1), "total": round(time.time() - start, 1)}
-        record["status"] = "ok"
+            record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
+            log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
+        record.wall_s = {"train": round(train_s, 1), "total": round(time.time() - start, 1)}
+        record.status = "ok"
     except BaseException as e:  # keep a record of every failure, then let it propagate
-        record.update(status="failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(),
-                      wall_s={"total": round(time.time() - start, 1)})
+        interrupted = isinstance(e, (KeyboardInterrupt, Terminated))
+        record.status, record.error = ("interrupted" if interrupted else "failed"), f"{type(e).__name__}: {e}"
+        record.traceback = traceback.format_exc()
+        record.wall_s = {"total": round(time.time() - start, 1)}
         write_record(run_dir, record)
         raise
     write_record(run_dir, record)

@@ -21,7 +21,9 @@ from tasks.base import Task
 
 
 class Method(Protocol):
-    name: str
+    name: str                    # the method's name in records and tables
+    label_keys: tuple[str, ...]  # hyperparameters shown in a run's default label, e.g. ("sigma", "alpha")
+    trains: bool                 # False: the untrained reference row (deltas are measured against it)
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict: ...
 
@@ -30,6 +32,8 @@ class Base:
     """No training: evaluates the model as it is (the paper's "Original")."""
 
     name = "base"
+    label_keys = ()  # the hyperparameters a table label shows
+    trains = False
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         return {"steps": 0}

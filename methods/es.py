@@ -169,6 +169,8 @@ class ES:
     """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra)."""
 
     name = "es"
+    label_keys = ("sigma", "alpha")  # the hyperparameters a table label shows
+    trains = True
 
     def __init__(self, **kwargs):
         self.config = ESConfig(**kwargs)

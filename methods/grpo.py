@@ -248,6 +248,8 @@ class GRPO:
     """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
 
     name = "grpo"
+    label_keys = ("beta", "learning_rate")  # the hyperparameters a table label shows
+    trains = True
 
     def __init__(self, **hparams):
         self.cfg = GRPOMethodConfig(**hparams)

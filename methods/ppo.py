@@ -273,6 +273,8 @@ class PPO:
     """PPO via TRL's PPOTrainer; hyperparameters in PPOMethodConfig (built by Hydra)."""
 
     name = "ppo"
+    label_keys = ("kl_coef", "learning_rate")  # the hyperparameters a table label shows
+    trains = True
 
     def __init__(self, **kwargs):
         self.config = PPOMethodConfig(**kwargs)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -35,6 +37,7 @@ def test_eval_n_smaller_than_k_is_explained(tmp_path):
     assert r.returncode == 2 and "eval.n_samples=8 is smaller than the largest k=32" in r.stderr
 
 
+@pytest.mark.slow
 def test_base_run_writes_record_table_and_plot(tmp_path):
     r = harness("method=base", "model=zoo-100k", "eval.n_prompts=20", "eval.n_samples=32", "group=t",
                 "eval.tasks=[conciseness]", "eval.kl_to_base=true", "eval.max_new_tokens=16", cwd=tmp_path)
@@ -44,7 +47,33 @@ def test_base_run_writes_record_table_and_plot(tmp_path):
     assert rec["metrics"]["test"]["kl_to_base"]["mean"] == 0.0  # base model: no drift from itself
     assert rec["heldout"]["conciseness"]["metrics"]["mean_reward"]["n"] == 8
     assert rec["config"]["seed"] == 0 and rec["torch_threads"] == 1 and rec["versions"]["trl"] == "1.12.0"
-    out = tmp_path / "results" / "t"
+    out = tmp_path / "outputs" / "t"   # a plain run never rewrites the curated results/
     assert "pass@16" in (out / "table.md").read_text() and (out / "passk.png").is_file()
     assert "## Held-out task: conciseness" in (out / "table.md").read_text()
-    assert "| base | zoo-100k |" in r.stdout
+    assert "| zoo-100k | base | 1/1 |" in r.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_sigterm_leaves_an_interrupted_record(tmp_path):
+    """What `timeout` and Slurm send: the record says interrupted (never vanishes), exit 143."""
+    import signal
+    import time
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "harness", "method=es", "model=zoo-100k", "group=t",
+                          "method.population=4", "method.prompts_per_iteration=8", "budget.flops=1e15",
+                          "eval.n_prompts=4", "eval.n_samples=32"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not (tmp_path / "runs").exists():
+        time.sleep(0.5)
+    recs = []
+    while time.time() < deadline and not recs:  # wait until the running record exists
+        recs = list((tmp_path / "runs").rglob("record.json"))
+        time.sleep(0.5)
+    time.sleep(2)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err[-2000:]
+    rec = json.loads(recs[0].read_text())
+    assert rec["status"] == "interrupted" and "SIGTERM" in rec["error"]
+    assert "esbench: interrupted" in err and "Traceback" not in err

@@ -86,7 +86,7 @@ def test_qiu2025_table1_plan_and_paper_numbers():
 
 
 def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it():
-    for extra, ratio in (([], 0.5), (["alpha_per_sigma=null"], None)):
+    for extra, ratio in (([], 0.5), (["vars.alpha_per_sigma=null"], None)):
         cfg = _compose(["experiment=sigma_sweep", *extra])
         run = next(r for r in plan(cfg) if r.point.get("method.sigma") == 3e-3)
         child = _compose(["experiment=sigma_sweep", *extra, *run.overrides])

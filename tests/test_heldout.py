@@ -11,9 +11,9 @@ import torch
 from harness.evaluation.evaluate import EvalConfig, evaluate
 from harness.evaluation.kl import per_token_kl
 from harness.policy import load_policy
-from harness.records import write_record
+from harness.records import Record, write_record
 from harness.run import CONF_DIR, build_task
-from harness.tables import write_tables
+from harness.tables import rebuild
 from tasks.base import TaskDataError
 
 QUICK = dict(n_samples=2, pass_ks=[1, 2], maj_ks=[2], n_prompts=4, max_new_tokens=6, n_boot=50, maj_subsets=10)
@@ -64,11 +64,10 @@ def test_heldout_task_and_kl_in_evaluation(policy):
 
 def test_heldout_block_in_tables(tmp_path):
     m = {"mean": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 4}
-    write_record(tmp_path / "a", {"label": "ES", "model": "zoo-1m", "method": "es", "status": "ok",
-                                  "metrics": {"test": {"greedy_acc": m}},
-                                  "heldout": {"gsm8k": {"metrics": {"greedy_acc": m, "kl_to_base": m}}}})
-    write_tables(tmp_path, tmp_path / "out")
-    md = (tmp_path / "out" / "table.md").read_text()
+    write_record(tmp_path / "a", Record(label="ES", model="zoo-1m", method="es", status="ok",
+                                        metrics={"test": {"greedy_acc": m}},
+                                        heldout={"gsm8k": {"metrics": {"greedy_acc": m, "kl_to_base": m}}}))
+    md = rebuild(tmp_path, tmp_path / "out")
     assert "## Held-out task: gsm8k" in md and "kl_to_base" in md
 
 

@@ -7,10 +7,18 @@ import json
 
 import pytest
 
-from harness.records import SCHEMA_VERSION, read_records, write_json_atomic, write_record
+from harness.atomic import write_json_atomic
+from harness.records import SCHEMA_VERSION, Record, new_record, read_records
+from harness.records import write_record as _write_record
 from harness.reporting.aggregate import aggregate, t975
-from harness.reporting.report import write_report
-from harness.tables import budget_flag, records_frame, write_experiment_tables, write_tables
+from harness.reporting.heldout import heldout_paper_markdown
+from harness.reporting.report import budget_cell, write_report
+from harness.tables import rebuild
+
+
+def write_record(run_dir, d: dict):
+    """Tests describe records as dicts; the harness writes typed Records."""
+    return _write_record(run_dir, Record.from_dict({"schema_version": SCHEMA_VERSION, **d}))
 
 
 def metric(mean):
@@ -21,7 +29,8 @@ def record(label, test, val=None, grid=None, status="ok", spent=1e12, method="es
     metrics = {"test": {"greedy_acc": metric(test), "pass@16": metric(min(1, test + 0.3))}}
     if val is not None:
         metrics["validation"] = {"greedy_acc": metric(val)}
-    return {"label": label, "model": "zoo-1m", "method": method, "seed": 0, "status": status, "grid": grid,
+    return {"label": label, "model": "zoo-1m", "method": method, "trains": method != "base", "seed": 0,
+            "status": status, "grid": grid,
             "budget": {"kind": "flops", "limit": 1e12, "spent": spent, "flops_used": spent, "steps": 3},
             "metrics": metrics if status == "ok" else {}, "pass_curve": {"test": {"1": test, "16": test + 0.3}},
             "wall_s": {"total": 10.0}}
@@ -42,9 +51,32 @@ def test_atomic_write_leaves_no_temp_and_keeps_old_file_on_error(tmp_path):
 
 
 def test_record_is_self_describing(tmp_path):
-    write_record(tmp_path, record("ES", 0.4))
+    _write_record(tmp_path, new_record(label="ES", method="es"))
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["schema_version"] == SCHEMA_VERSION and rec["git_sha"] and rec["versions"]["torch"]
+    assert rec["status"] == "running" and rec["pid"] and rec["host"]
+
+
+def test_version_1_records_are_still_read(tmp_path):
+    (tmp_path / "a").mkdir()
+    v1 = {**record("base", 0.2, method="base"), "schema_version": 1, "some_old_key": 1}
+    del v1["trains"]
+    (tmp_path / "a" / "record.json").write_text(json.dumps(v1))
+    (rec,), warnings = read_records(tmp_path)
+    assert not warnings and rec.trains is False and rec.metrics["test"]["greedy_acc"]["mean"] == 0.2
+
+
+def test_a_killed_run_shows_as_interrupted(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()   # a pid that has exited
+    rec = new_record(label="ES", method="es", model="zoo-1m")
+    rec.pid = int(dead)
+    _write_record(tmp_path / "a", rec)
+    write_record(tmp_path / "b", record("base", 0.2, method="base"))
+    text = rebuild(tmp_path, tmp_path / "out")
+    assert "INTERRUPTED" in text and "interrupted" in (tmp_path / "out" / "runs.csv").read_text()
 
 
 def test_old_schema_and_corrupt_records_are_skipped_with_warning(tmp_path):
@@ -61,11 +93,10 @@ def test_old_schema_and_corrupt_records_are_skipped_with_warning(tmp_path):
 def test_failed_run_is_a_marked_row(tmp_path):
     write_record(tmp_path / "a", record("ES", 0.4))
     write_record(tmp_path / "b", record("GRPO", 0.0, status="failed"))
-    df = write_tables(tmp_path, tmp_path / "out")
-    md = (tmp_path / "out" / "table.md").read_text()
-    assert len(df) == 2 and "FAILED" in md and "40.0 [35.0, 45.0]" in md
+    md = rebuild(tmp_path, tmp_path / "out")
+    assert "FAILED" in md and "40.0 [35.0, 45.0]" in md
     assert (tmp_path / "out" / "passk.png").stat().st_size > 1000
-    assert (tmp_path / "out" / "table.csv").read_text().count("\n") == 3
+    assert (tmp_path / "out" / "table.csv").read_text().count("\n") == 3  # header + 2 rows
 
 
 def test_grid_selection_uses_validation_not_test(tmp_path):
@@ -80,7 +111,7 @@ def test_grid_selection_uses_validation_not_test(tmp_path):
     labels = list(agg["main"]["label"])
     assert labels[1].startswith("GRPO lr=2 (best of 3") and "PPO (no successful grid point)" in labels
     assert len(agg["points"][agg["points"]["grid"].notna()]) == 4
-    write_experiment_tables(tmp_path, tmp_path / "out", title="t")
+    rebuild(tmp_path, tmp_path / "out", title="t")
     assert "validation greedy_acc" in (tmp_path / "out" / "grid.md").read_text()
     assert "FAILED" in (tmp_path / "out" / "table.md").read_text()
 
@@ -183,10 +214,11 @@ def test_axis_table_and_plot(tmp_path):
     assert (tmp_path / "out" / "sigma.png").stat().st_size > 1000
 
 
-def test_budget_flag():
-    df = records_frame([record("ES", 0.4, spent=1.05e12), record("GRPO", 0.4, spent=1.2e12),
-                        record("base", 0.1, spent=0, method="base")])
-    assert [budget_flag(r) for _, r in df.iterrows()] == ["", "!", ""]
+def test_budget_flag(tmp_path):
+    for name, spent, method in (("ES", 1.05e12, "es"), ("GRPO", 1.2e12, "grpo"), ("base", 0, "base")):
+        write_record(tmp_path / name, record(name, 0.4, spent=spent, method=method))
+    main = aggregate(tmp_path)["main"]
+    assert [budget_cell(r)[-1] for _, r in main.iterrows()] == ["s", "!", "s"]  # "1e+12 flops" vs "...flops!"
 
 
 def test_summary_prints_published_numbers_per_metric():
@@ -202,9 +234,8 @@ def test_summary_prints_published_numbers_per_metric():
 
 
 def test_heldout_numbers_printed_beside_published():
-    from harness.reporting.report import heldout_paper_markdown
     m = lambda v: {"mean": v, "ci_low": v, "ci_high": v, "n": 10}  # noqa: E731
-    recs = [{"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.10)}}}},
-            {"status": "ok", "model_key": "q", "column": "ES", "heldout": {"cd": {"metrics": {"pass@1": m(0.12)}}}}]
+    recs = [Record(status="ok", model_key="q", column="ES", heldout={"cd": {"metrics": {"pass@1": m(0.10)}}}),
+            Record(status="ok", model_key="q", column="ES", heldout={"cd": {"metrics": {"pass@1": m(0.12)}}})]
     md = heldout_paper_markdown(recs, {"cd": {"q": {"ES": [8.8], "GRPO": [8.5]}}}, metrics=("pass@1",))
     assert "| q | ES | 11.0 (8.8, +2.2) |" in md and "| q | GRPO | - (paper 8.5) |" in md

@@ -1,8 +1,9 @@
 """From an experiment's plan and records to numbers: runs, seed means, and validation-chosen grid points.
 
 Three frames, each built from the one before, none formatted (harness/reporting/report.py renders them):
-- runs:   one row per planned run (experiment.json) with status ok | failed | missing, plus one row
-          per record the plan does not know (never dropped silently);
+- runs:   one row per planned run (experiment.json) with status ok | failed | interrupted | running |
+          missing, plus one row per record the plan does not know (never dropped silently); a folder
+          of single runs has no plan: each run is then a cell of its own;
 - points: one row per (model, label): the mean over the runs that succeeded. With >= 2 successful
           seeds the interval is a 95% Student-t interval over seeds; with one run it is that run's
           bootstrap 95% CI over prompts (the `interval` column says which);
@@ -13,19 +14,21 @@ Three frames, each built from the one before, none formatted (harness/reporting/
 """
 from __future__ import annotations
 
-import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
-from harness.records import read_records
+from harness.records import Manifest, Record, read_manifest, read_records
+from harness.reporting.format import metric_order
 
-MANIFEST = "experiment.json"
 # Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
          2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
          2.045, 2.042]
+# Row states other than ok, worst first: a row with no successful run shows the first that applies.
+NOT_OK = ("failed", "interrupted", "running", "missing")
 IDENTITY = ["model", "cell", "column", "label", "grid", "method"]
 
 
@@ -33,66 +36,55 @@ def t975(df: int) -> float:
     return _T975[df - 1] if df <= len(_T975) else 1.96
 
 
-def load(root: Path) -> tuple[dict | None, list[dict], list[str]]:
-    """The experiment's manifest (None for a folder of plain runs), its records, and read warnings."""
-    path = Path(root) / MANIFEST
-    man = json.loads(path.read_text()) if path.exists() else None
+def load(root: Path) -> tuple[Manifest | None, list[Record], list[str]]:
+    """The experiment's manifest (None for a folder of single runs), its records, and read warnings."""
     records, warnings = read_records(root)
-    return man, records, warnings
+    return read_manifest(root), records, warnings
 
 
-def _identity_of_record(rec: dict) -> dict:
-    """Plan-like identity for a record the plan does not list (older layout, or a plain run)."""
-    label = rec.get("label", rec.get("method", "?"))
-    return {"index": rec.get("run_index"), "model": rec.get("model_key") or rec.get("model", "?"),
-            "seed": rec.get("seed"), "cell": rec.get("cell") or rec.get("grid") or label,
-            "column": rec.get("column") or rec.get("grid") or label, "label": label, "grid": rec.get("grid"),
-            "point": rec.get("point") or {}, "method": rec.get("method"), "key": rec.get("run_key")}
+def _identity_of_record(rec: Record) -> dict:
+    """Plan-like identity for a record the plan does not list: a single run is a cell of its own."""
+    label = rec.label or rec.method or "?"
+    return {"index": rec.run_index, "model": rec.model_key or rec.model or "?", "seed": rec.seed,
+            "cell": rec.cell or rec.grid or label, "column": rec.column or rec.grid or label, "label": label,
+            "grid": rec.grid, "point": rec.point or {}, "method": rec.method, "key": rec.run_key}
 
 
-def _row(ident: dict, rec: dict | None) -> dict:
+def _row(ident: dict, rec: Record | None) -> dict:
     keys = ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")
     row = {k: ident.get(k) for k in keys}
-    row["model"] = row["model"] or (rec or {}).get("model", "?")
+    row["model"] = row["model"] or (rec.model if rec else "?")
     if rec is None:
         return {**row, "status": "missing"}
-    b = rec.get("budget", {})
-    row.update(status=rec.get("status", "ok"), error=rec.get("error"), method=rec.get("method", row["method"]),
+    b = rec.budget
+    row.update(status=rec.effective_status, error=rec.error, method=rec.method or row["method"], trains=rec.trains,
                flops_used=b.get("flops_used"), budget=b.get("limit"), budget_kind=b.get("kind"),
-               budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.get("wall_s", {}).get("total"),
-               curve=rec.get("pass_curve", {}).get("test"), path=rec.get("_path"))
+               budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.wall_s.get("total"),
+               curve=rec.pass_curve.get("test"), train_curve=rec.steps, val_curve=rec.curve, path=rec.path)
     for split, prefix in (("test", ""), ("validation", "val:")):
-        for name, m in rec.get("metrics", {}).get(split, {}).items():
+        for name, m in rec.metrics.get(split, {}).items():
             row[prefix + name] = m["mean"]
             if not prefix:
                 row[f"{name}_lo"], row[f"{name}_hi"] = m["ci_low"], m["ci_high"]
     return row
 
 
-def runs_frame(manifest: dict | None, records: list[dict]) -> pd.DataFrame:
-    """One row per planned run (status ok, failed or missing) and per unplanned record."""
-    by_key = {r["run_key"]: r for r in records if r.get("run_key")}
+def runs_frame(manifest: Manifest | None, records: list[Record]) -> pd.DataFrame:
+    """One row per planned run (ok, failed, interrupted, running or missing) and per unplanned record."""
+    by_key = {r.run_key: r for r in records if r.run_key}
     rows, used = [], set()
-    for planned in (manifest or {}).get("runs", []):
-        rec = by_key.get(planned["key"])
-        used.add(planned["key"])
-        rows.append(_row(planned, rec))
+    for planned in (manifest.runs if manifest else []):
+        used.add(planned.key)
+        rows.append(_row(asdict(planned), by_key.get(planned.key)))
     for rec in records:
-        if rec.get("run_key") not in used or rec.get("run_key") is None:
+        if rec.run_key is None or rec.run_key not in used:
             rows.append(_row(_identity_of_record(rec), rec))
     return pd.DataFrame(rows)
 
 
 def metric_names(df: pd.DataFrame) -> list[str]:
     """Test metrics present in a runs frame, in a fixed reading order."""
-    names = [c[:-3] for c in df.columns if c.endswith("_lo")]
-
-    def rank(m: str) -> tuple:
-        for i, prefix in enumerate(("greedy_acc", "pass@", "maj@", "mean_reward", "greedy_reward")):
-            if m.startswith(prefix):
-                return i, int(m[len(prefix):]) if m[len(prefix):].isdigit() else 0, m
-        return 9, 0, m
-    return sorted(names, key=rank)
+    return metric_order(c[:-3] for c in df.columns if c.endswith("_lo"))
 
 
 def _mean_ci(ok: pd.DataFrame, m: str) -> tuple[float, float, float, str]:
@@ -124,8 +116,8 @@ def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFr
         first = g.iloc[0]
         row = {k: first.get(k) for k in (*IDENTITY, "point", "index")}
         row["method"] = next((m for m in g["method"] if isinstance(m, str)), None)
-        row.update(n_planned=len(g), n_ok=len(ok), n_failed=int((g["status"] == "failed").sum()),
-                   n_missing=int((g["status"] == "missing").sum()),
+        row["trains"] = next((bool(t) for t in g.get("trains", []) if isinstance(t, bool)), True)
+        row.update(n_planned=len(g), n_ok=len(ok), **{f"n_{s}": int((g["status"] == s).sum()) for s in NOT_OK},
                    errors=[e for e in g.get("error", pd.Series(dtype=object)).dropna()])
         for m in metrics:
             row[m], row[f"{m}_lo"], row[f"{m}_hi"], interval = _mean_ci(ok, m)
@@ -137,15 +129,18 @@ def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFr
         row["budget"] = next((b for b in g.get("budget", []) if isinstance(b, float) and not math.isnan(b)), math.nan)
         row["budget_kind"] = next((b for b in g.get("budget_kind", []) if isinstance(b, str)), None)
         row["curve"] = _mean_curve(ok)
+        # per-seed curves on the FLOPs axis (reporting/curves.py draws the mean and the seed band)
+        row["train_curves"] = [c for c in ok.get("train_curve", []) if isinstance(c, list) and c]
+        row["val_curves"] = [c for c in ok.get("val_curve", []) if isinstance(c, list) and c]
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def status_of(row) -> str:
-    """ok when any run of the row succeeded; else failed (some failed) or missing (none recorded)."""
+    """ok when any run of the row succeeded; else the worst of failed, interrupted, running, missing."""
     if row["n_ok"] > 0:
         return "ok"
-    return "failed" if row["n_failed"] > 0 else "missing"
+    return next((s for s in NOT_OK if row[f"n_{s}"] > 0), "missing")
 
 
 def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -167,7 +162,7 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         if cands.empty:
             row = g.iloc[0].copy()
             row["label"] = f"{cell} (no successful grid point)"
-            row["status"] = "failed" if (g["n_failed"] > 0).any() else "missing"
+            row["status"] = next((s for s in NOT_OK if (g[f"n_{s}"] > 0).any()), "missing")
             for c in [c for c in row.index if c.endswith(("_lo", "_hi"))]:
                 row[c] = math.nan
             main.append(row)
@@ -186,7 +181,7 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def aggregate(root: Path, select_by: str | None = None) -> dict:
     """Everything the report needs: manifest, warnings and the runs, points and main frames."""
     man, records, warnings = load(root)
-    select_by = select_by or (man or {}).get("select_by", "greedy_acc")
+    select_by = select_by or (man.select_by if man else "greedy_acc")
     runs = runs_frame(man, records)
     if runs.empty:
         return {"manifest": man, "warnings": warnings, "records": records, "runs": runs, "points": runs, "main": runs,

@@ -1,12 +1,10 @@
 """Plots of an experiment's aggregated rows (harness/reporting/aggregate.py): pass@k panels and metric-versus-axis.
 
-Every figure is saved to a temp file and renamed, so concurrent cluster jobs never leave half a PNG.
+Every figure is written atomically (harness/atomic.py): concurrent cluster jobs never leave half a PNG.
 """
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -15,14 +13,7 @@ matplotlib.use("Agg")  # headless: no display on servers or CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-
-def save_atomic(fig, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+from harness.atomic import save_figure_atomic  # noqa: E402
 
 
 def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
@@ -44,13 +35,14 @@ def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
         ax.set_title(str(model), fontsize=9)
         ax.set_xlabel("k (samples per prompt)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        if ax.lines:
+            ax.legend(fontsize=6)
     for ax in axes.flat[len(models):]:
         ax.axis("off")
     axes[0][0].set_ylabel("pass@k on test (%)")
     fig.suptitle(title or "pass@k", fontsize=10)
     fig.tight_layout()
-    save_atomic(fig, path)
+    save_figure_atomic(fig, path)
 
 
 def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: list[str], path: Path,
@@ -88,4 +80,4 @@ def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: lis
         ax.legend(fontsize=8)
     fig.suptitle(title or f"test metrics versus {key}", fontsize=10)
     fig.tight_layout()
-    save_atomic(fig, path)
+    save_figure_atomic(fig, path)

@@ -1,0 +1,44 @@
+"""Fan an experiment out as one cluster job per run, with the run count taken from the plan itself.
+
+    python -m harness.launch experiment=sigma_sweep stamp=s1 launcher=submitit_slurm \\
+        hydra.launcher.partition=gpu
+
+composes the experiment, counts its runs (the same plan `+dry_run=true` prints), and starts
+`python -m harness -m <the same arguments> +run_index='range(0,N)'`. A hand-written range that
+falls behind the plan (a file says 32 runs, the plan has 36) leaves runs MISSING; this cannot.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from hydra import compose, initialize_config_dir
+
+from harness.experiment import plan
+from harness.run import CONF_DIR
+
+
+def command(argv: list[str]) -> list[str]:
+    """The multirun command for these arguments, with +run_index covering every planned run."""
+    if any(a.lstrip("+").startswith("run_index=") for a in argv):
+        raise SystemExit("esbench: error: harness.launch sets +run_index itself; drop it (or run "
+                         "`python -m harness ... +run_index=I` for one run)")
+    if not any(a.startswith("stamp=") for a in argv):
+        raise SystemExit("esbench: error: pass stamp=NAME so every job writes into one folder (and reruns resume)")
+    plan_args = [a for a in argv if not a.startswith(("hydra.", "launcher="))]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=plan_args)
+    n = len(plan(cfg))
+    if n == 0:
+        raise SystemExit("esbench: error: this config plans no runs; pass experiment=NAME")
+    return [sys.executable, "-m", "harness", "-m", *argv, f"+run_index=range(0,{n})"]
+
+
+def main() -> None:
+    cmd = command(sys.argv[1:])
+    print("launching:", " ".join(cmd), flush=True)
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""How numbers read in every table: accuracy-type metrics in %, others to 3 decimals, a fixed order."""
+from __future__ import annotations
+
+import math
+
+PERCENT = ("greedy_acc", "pass@", "maj@")
+_ORDER = ("greedy_acc", "pass@", "maj@", "mean_reward", "greedy_reward")
+
+
+def isnan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def is_percent(metric: str) -> bool:
+    return metric.startswith(PERCENT)
+
+
+def fmt_value(v: float, metric: str) -> str:
+    return "-" if isnan(v) else (f"{100 * v:.1f}" if is_percent(metric) else f"{v:.3f}")
+
+
+def metric_order(names) -> list[str]:
+    """greedy_acc, pass@k by k, maj@k by k, rewards, then anything else alphabetically."""
+    def rank(m: str) -> tuple:
+        for i, prefix in enumerate(_ORDER):
+            if m.startswith(prefix):
+                return i, int(m[len(prefix):]) if m[len(prefix):].isdigit() else 0, m
+        return 9, 0, m
+    return sorted(names, key=rank)

@@ -1,0 +1,132 @@
+"""Check a composed config before any work: unknown keys and wrong types fail at load, in one line.
+
+Hydra merges an experiment file (`# @package _global_`) into the top of the config, so a typo there
+(`cels:` for `cells:`) used to become a silent extra key: every cell dropped, exit 0. Here every
+top-level key must be one config.yaml declares, a config group, or an experiment key below; every
+cell, grid and model entry has a fixed set of keys; and the values the harness itself reads (seed,
+threads, budget, seeds, axes) have their types checked. The error names the key, where it is, and
+the nearest valid one. Method and task keys are checked by their own constructors (an unknown
+method key fails when the run is composed, before anything runs).
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/experiment.py.
+EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
+                   "paper", "paper_note", "paper_heldout", "axis_plot"}
+CONTROL_KEYS = {"run_index", "dry_run", "hydra"}  # +run_index=..., +dry_run=true
+CELL_KEYS = {"label", "overrides", "axes", "seeded"}
+GRID_KEYS = {"name", "overrides", "axes"}
+MODEL_KEYS = {"name", "overrides"}
+AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
+
+
+class ConfigError(ValueError):
+    """A key is unknown or a value has the wrong type; the message names the key and the fix."""
+
+
+def _base_keys() -> set[str]:
+    """Top-level keys config.yaml declares, plus its config groups (model, task, method, ...)."""
+    base = OmegaConf.load(CONF_DIR / "config.yaml")
+    groups = set()
+    for d in base.get("defaults", []):
+        if isinstance(d, str) and d != "_self_":
+            groups.add(d.split(":")[0].split("/")[-1].strip())
+        elif isinstance(d, (dict, DictConfig)):
+            groups.update(str(k).replace("optional ", "").strip() for k in d)
+    return {k for k in base if k != "defaults"} | groups
+
+
+def _unknown(key: str, where: str, valid: set[str]) -> ConfigError:
+    near = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
+    hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
+    return ConfigError(f"unknown key {key!r} in {where}{hint}")
+
+
+def _check_keys(node, valid: set[str], where: str) -> None:
+    if not isinstance(node, (dict, DictConfig)):
+        raise ConfigError(f"{where} must be a mapping with keys {sorted(valid)}, got {node!r}")
+    for k in node:
+        if k not in valid:
+            raise _unknown(str(k), where, valid)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _check_budget(b) -> None:
+    if b.get("kind") not in ("flops", "samples"):
+        raise ConfigError(f"budget.kind={b.get('kind')!r} is unknown; use budget.kind=flops or budget.kind=samples")
+    for k in ("flops", "samples"):
+        v = b.get(k)
+        if v is not None and not (_is_number(v) and v > 0):
+            raise ConfigError(f"budget.{k}={v!r} is not a positive number; write e.g. budget.{k}="
+                              f"{'2.5e12' if k == 'flops' else '3000000'}")
+
+
+def _check_entries(node, key: str, valid: set[str], required: str | None) -> None:
+    if node is None:
+        return
+    if not isinstance(node, (list, ListConfig)):
+        raise ConfigError(f"{key}: must be a list of mappings, got {node!r}")
+    for i, entry in enumerate(node):
+        if key == "models" and isinstance(entry, str):
+            continue
+        _check_keys(entry, valid, f"{key}[{i}]")
+        if required and required not in entry:
+            raise ConfigError(f"{key}[{i}] has no {required!r}; give every entry one")
+        axes = entry.get("axes")
+        if axes is not None:
+            if not isinstance(axes, (dict, DictConfig)):
+                raise ConfigError(f"{key}[{i}].axes must map override keys to lists of values, got {axes!r}")
+            for ak, av in axes.items():
+                if not isinstance(av, (list, ListConfig)) or not av:
+                    raise ConfigError(f"{key}[{i}].axes.{ak} must be a non-empty list of values, got {av!r}")
+        ov = entry.get("overrides")
+        if ov is not None and not isinstance(ov, (list, ListConfig)):
+            raise ConfigError(f"{key}[{i}].overrides must be a list like [method=es, method.sigma=0.01], got {ov!r}")
+
+
+def is_experiment(cfg: DictConfig) -> bool:
+    return bool(cfg.get("cells") or cfg.get("grids"))
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError naming the first unknown key or mistyped value in the composed config."""
+    valid = _base_keys() | EXPERIMENT_KEYS | CONTROL_KEYS
+    for k in cfg:
+        if k not in valid:
+            raise _unknown(str(k), "the config (an experiment file or a +key= override)", valid)
+    seed = cfg.get("seed")
+    if not _is_int(seed):
+        hint = "; did you mean seeds: (a list, one run per seed)?" if isinstance(seed, (list, ListConfig)) else ""
+        raise ConfigError(f"seed={seed!r} must be an int{hint}")
+    if not (_is_int(cfg.get("threads")) and cfg.threads >= 1):
+        raise ConfigError(f"threads={cfg.get('threads')!r} must be an int >= 1")
+    if cfg.get("device") not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"device={cfg.get('device')!r} is unknown; use auto, cpu or cuda")
+    bad = [s for s in cfg.get("eval_splits") or [] if s not in ("train", "validation", "test")]
+    if bad:
+        raise ConfigError(f"eval_splits has {bad[0]!r}; use a subset of [train, validation, test]")
+    _check_budget(cfg.budget)
+    seeds = cfg.get("seeds")
+    if seeds is not None and not (isinstance(seeds, (list, ListConfig)) and seeds and all(_is_int(s) for s in seeds)):
+        raise ConfigError(f"seeds={seeds!r} must be a non-empty list of ints, e.g. seeds: [0, 1, 2]")
+    _check_entries(cfg.get("cells"), "cells", CELL_KEYS, "label")
+    _check_entries(cfg.get("grids"), "grids", GRID_KEYS, "name")
+    _check_entries(cfg.get("models"), "models", MODEL_KEYS, "name")
+    if cfg.get("axis_plot") is not None:
+        _check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
+    if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
+        raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
