@@ -54,6 +54,7 @@ def test_base_run_writes_record_table_and_plot(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_an_interrupted_record(tmp_path):
     """What `timeout` and Slurm send: the record says interrupted (never vanishes), exit 143."""
     import signal

@@ -24,7 +24,7 @@ def harness(*args, cwd, module="harness"):
 def test_dry_run_lists_every_run_and_writes_nothing(tmp_path):
     r = harness("experiment=smoke", "+dry_run=true", "stamp=plan", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "7 runs -> runs/smoke/plan/" in r.stdout and "+run_index='range(0,7)'" in r.stdout
+    assert "7 runs -> runs/smoke/plan/" in r.stdout and "one job per run: 7" in r.stdout
     assert "   6  zoo-100k" in r.stdout and "method.learning_rate=0.0001" in r.stdout
     assert not list(tmp_path.rglob("record.json"))
 
@@ -34,11 +34,12 @@ def test_bad_run_index_is_one_clear_line(tmp_path):
     assert r.returncode == 2 and "+run_index=99 is out of range: this experiment has 7 runs" in r.stderr
 
 
+@pytest.mark.slow
 def test_failed_runs_are_marked_and_the_rest_still_run(tmp_path):
     # a budget no training step fits: ES and GRPO fail at once, base (no training) succeeds
     r = harness("experiment=smoke", "budget.flops=1000", "stamp=f", cwd=tmp_path)
     assert r.returncode == 1 and "FAILED run 1" in r.stderr
-    table = (tmp_path / "results" / "smoke" / "table.md").read_text()
+    table = (tmp_path / "outputs" / "smoke" / "table.md").read_text()
     assert "| zoo-100k | base | 1/1 |" in table
     assert "| zoo-100k | ES | 0/2, 2 FAILED | - | FAILED |" in table
     assert "GRPO (no successful grid point)" in table
@@ -47,6 +48,7 @@ def test_failed_runs_are_marked_and_the_rest_still_run(tmp_path):
     assert all("BudgetError" in rec["error"] for rec in records if rec["status"] == "failed")
 
 
+@pytest.mark.slow
 def test_smoke_experiment_end_to_end(tmp_path):
     # 1. two runs as a Hydra multirun (one job each, as on a cluster) without a stamp: one shared folder
     r = harness("-m", "experiment=smoke", "+run_index=0,1", cwd=tmp_path)
@@ -59,12 +61,13 @@ def test_smoke_experiment_end_to_end(tmp_path):
     r = harness("experiment=smoke", f"stamp={root.name}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("done already") == 2
-    out = tmp_path / "results" / "smoke"
+    out = tmp_path / "outputs" / "smoke"
     table, grid = (out / "table.md").read_text(), (out / "grid.md").read_text()
     assert "| zoo-100k | ES | 2/2 |" in table and "(best of 2 on validation)" in table
     assert "| MISSING" not in table and "| FAILED" not in table and ", 1 " not in table
     assert grid.count("| zoo-100k | GRPO") == 2 and "←" in grid
     assert (out / "passk.png").stat().st_size > 1000 and (out / "summary.md").exists()
+    assert (out / "curves.png").stat().st_size > 1000  # train reward against FLOPs, every trained method
     records = [json.loads(p.read_text()) for p in root.rglob("record.json")]
     assert sorted(rec["run_index"] for rec in records) == list(range(7))
     assert {rec["seed"] for rec in records if rec["cell"] == "ES"} == {0, 1}
@@ -73,6 +76,14 @@ def test_smoke_experiment_end_to_end(tmp_path):
     assert r.returncode == 2 and "was made with other budget settings" in r.stderr
     # 4. rebuilt from records alone after one record is lost: that run shows as MISSING
     next(root.glob("zoo-100k/ES/seed1/record.json")).unlink()
-    r = harness(str(root), "--experiment", "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.tables")
+    r = harness(str(root), "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.tables")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| zoo-100k | ES | 1/2, 1 MISSING |" in (tmp_path / "rebuilt" / "table.md").read_text()
+
+
+def test_launch_fans_out_one_job_per_planned_run():
+    from harness.launch import command
+    cmd = command(["experiment=sigma_sweep", "stamp=s1", "launcher=submitit_slurm", "hydra.launcher.partition=gpu"])
+    assert cmd[-1] == "+run_index=range(0,36)" and cmd[2:4] == ["harness", "-m"]
+    with pytest.raises(SystemExit, match="stamp"):
+        command(["experiment=sigma_sweep"])

@@ -50,6 +50,10 @@ class EvalConfig:
             training, so forgetting is measured, not inferred.
         validation_greedy_only: on the validation split (used only to select RL configurations
             by greedy accuracy), skip the sampled completions to save time.
+        every_flops_fraction: learning curves: evaluate validation greedy accuracy each time training
+            crosses a multiple of this fraction of the budget (e.g. 0.1); None: off. Its cost is
+            recorded in the run record, never charged to the budget.
+        curve_prompts: validation prompts per learning-curve point (a fixed subset: the first N).
     """
 
     n_samples: int = 32
@@ -68,6 +72,13 @@ class EvalConfig:
     validation_greedy_only: bool = True
     kl_to_base: bool = False
     tasks: list[str] = field(default_factory=list)
+    every_flops_fraction: float | None = None
+    curve_prompts: int = 100
+
+    def for_curve(self) -> "EvalConfig":
+        """The settings of one learning-curve point: greedy only, on the first `curve_prompts` prompts."""
+        return replace(self, greedy=True, n_samples=0, pass_ks=[], maj_ks=[], n_prompts=self.curve_prompts,
+                       n_examples=0, kl_to_base=False)
 
     def for_split(self, split: str) -> "EvalConfig":
         """The settings used on `split` (validation may be greedy-only)."""
@@ -80,6 +91,10 @@ class EvalConfig:
         if self.n_samples < big:
             raise EvalConfigError(f"eval.n_samples={self.n_samples} is smaller than the largest k={big}; "
                                   f"set eval.n_samples>={big} or drop that k from eval.pass_ks/eval.maj_ks")
+        f = self.every_flops_fraction
+        if f is not None and not (isinstance(f, (int, float)) and 0 < f <= 1):
+            raise EvalConfigError(f"eval.every_flops_fraction={f!r} must be in (0, 1], e.g. 0.1 (ten curve points); "
+                                  "null turns learning curves off")
         if self.n_samples < 0 or (self.n_samples == 0 and not self.greedy):
             raise EvalConfigError(f"eval.n_samples={self.n_samples} with eval.greedy={self.greedy} evaluates nothing; "
                                   "set eval.greedy=true or eval.n_samples>=1")
