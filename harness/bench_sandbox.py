@@ -1,0 +1,86 @@
+"""What the MBPP sandbox costs: per-program and per-test wall time on N reference solutions.
+
+Scores N reference solutions one at a time through `MBPP.is_correct` (the full path a reward
+takes: sandbox start, the program, the judge) and, as the no-sandbox baseline, runs the same
+program (solution + setup + asserts) with a plain `python -I -S -B` subprocess. The overhead is
+the difference; it is what isolation adds on top of starting Python, per program and per test.
+Timing assertions do not belong in unit tests on a shared machine, so speed is measured here.
+
+    python -m harness.bench_sandbox --n 50
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tasks.mbpp import MBPP
+
+
+def _rows(task: MBPP, n: int) -> list[dict]:
+    """The first n test-split rows: a fixed, reproducible sample."""
+    return list(task.load("test"))[:n]
+
+
+def _plain_script(row: dict) -> str:
+    return "\n\n".join([row["code"], row["test_setup_code"] or "", *row["test_list"]]) + "\n"
+
+
+def _time_plain(row: dict, work: Path) -> float:
+    """Seconds to run the unjudged script in a bare subprocess: the cost without any sandbox."""
+    script = work / "main.py"
+    script.write_text(_plain_script(row), encoding="utf-8")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-I", "-S", "-B", str(script)], cwd=work,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    return time.perf_counter() - start
+
+
+def _time_sandbox(task: MBPP, row: dict) -> tuple[float, bool]:
+    start = time.perf_counter()
+    ok = task.is_correct(task.gold_completion(code=row["code"]), test_list=row["test_list"],
+                         test_setup_code=row["test_setup_code"])
+    return time.perf_counter() - start, ok
+
+
+def bench(n: int) -> dict:
+    """Time n reference solutions in the sandbox and bare; return the summary row."""
+    task = MBPP(n_eval=None)
+    rows = _rows(task, n)
+    task.is_correct(task.gold_completion(code=rows[0]["code"]), test_list=rows[0]["test_list"])
+    sandbox, plain, passed = [], [], 0  # the warm-up above paid the one-off isolation probe
+    with tempfile.TemporaryDirectory(prefix="esbench-bench-") as work:
+        for row in rows:
+            seconds, ok = _time_sandbox(task, row)
+            sandbox.append(seconds)
+            passed += ok
+            plain.append(_time_plain(row, Path(work)))
+    tests = sum(len(r["test_list"]) for r in rows)
+    ms = lambda xs: round(1000 * statistics.mean(xs), 1)  # noqa: E731
+    summary = {"programs": len(rows), "tests": tests, "passed": passed,
+               "sandbox_ms_per_program": ms(sandbox),
+               "sandbox_ms_per_program_median": round(1000 * statistics.median(sandbox), 1),
+               "plain_ms_per_program": ms(plain),
+               "overhead_ms_per_program": round(ms(sandbox) - ms(plain), 1),
+               "overhead_ms_per_test": round((ms(sandbox) - ms(plain)) * len(rows) / tests, 1),
+               "sandbox_ms_per_test": round(ms(sandbox) * len(rows) / tests, 1)}
+    info = getattr(task, "run_info", None)
+    if info:
+        summary["run_info"] = info()
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
+    args = parser.parse_args(argv)
+    print(json.dumps(bench(args.n), indent=2))
+
+
+if __name__ == "__main__":
+    main()
