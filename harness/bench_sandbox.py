@@ -7,6 +7,11 @@ the difference; it is what isolation adds on top of starting Python, per program
 Timing assertions do not belong in unit tests on a shared machine, so speed is measured here.
 
     python -m harness.bench_sandbox --n 50
+    python -m harness.bench_sandbox --references   # every row's reference solution, judged
+
+`--references` scores the reference solution of every MBPP row (all splits and the few-shot rows)
+and reports how many tests are judged outside the sandbox (value compared in the harness) vs
+inside, and which references fail.
 """
 from __future__ import annotations
 
@@ -75,11 +80,26 @@ def bench(n: int) -> dict:
     return summary
 
 
+def check_references() -> dict:
+    """Judge every row's reference solution; the judge counts come from the task itself."""
+    from tasks.base import DATA_DIR, read_jsonl  # noqa: PLC0415 - only this mode needs them
+    task = MBPP(n_eval=None)
+    rows = [r for _, r in read_jsonl(DATA_DIR / "mbpp" / "mbpp.jsonl", "MBPP data")]
+    completions = [task.gold_completion(code=r["code"]) for r in rows]
+    rewards = task.reward(completions, test_list=[r["test_list"] for r in rows],
+                          test_setup_code=[r["test_setup_code"] for r in rows])
+    failed = [r["task_id"] for r, x in zip(rows, rewards) if x != 1.0]
+    return {"rows": len(rows), "passed": len(rows) - len(failed), "failed_task_ids": failed,
+            **task.run_info()}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
+    parser.add_argument("--references", action="store_true",
+                        help="judge every row's reference solution instead of timing")
     args = parser.parse_args(argv)
-    print(json.dumps(bench(args.n), indent=2))
+    print(json.dumps(check_references() if args.references else bench(args.n), indent=2))
 
 
 if __name__ == "__main__":
