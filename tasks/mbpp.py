@@ -75,7 +75,7 @@ class MBPP:
 
     name = "mbpp"
 
-    def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 512,
+    def __init__(self, version: int = 2, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "local", path: str | None = None, timeout_s: float = 5,
                  memory_mb: int = 512, workers: int | None = None,
                  allow_weak_sandbox: bool = False):
