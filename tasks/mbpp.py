@@ -9,28 +9,36 @@ smaller than the README's). Tasks 1-10 are the few-shot prompts and belong to no
 Prompt: the problem text plus the first test assertion, so the model knows the function's name
 and signature (the MBPP paper shows all three tests; showing one keeps two unseen).
 
-Scoring (the MBPP paper's rule): a completion is correct when the extracted program, then
-`test_setup_code`, then every assertion in `test_list` run to the end without error. The program is
-the first ```python fenced block (else the first ``` block, else the whole completion; an
-unterminated fence runs to the end). It runs in `tasks.sandbox.run_python`, never in this process:
-separate process, no network, its own uid, rlimits and a wall-clock timeout (see that module).
-`extract_answer` returns the extracted program, whitespace-normalised, for majority voting.
-Known reward hack this does not stop (as in the original MBPP harness): a function that returns an
-object whose `__eq__` always returns True passes `assert f(x) == y`; watch samples under RL.
+Scoring (the MBPP paper's rule): a completion is correct when every assertion in `test_list` holds
+after the extracted program and `test_setup_code` ran. The program is the first ```python fenced
+block (else the first ``` block, else the whole completion; an unterminated fence runs to the end).
+It runs in the sandbox (tasks/sandbox.py), never in this process, but the sandbox is not the
+judge: tasks/mbpp_judge.py splits each `assert f(x) == y`-shaped test so that only the call runs
+there and its value is compared here, against an expected value the program cannot read. Printing
+a fake success line, skipping asserts, reading the data file (hidden in the sandbox) or returning
+an object whose `__eq__` always says True therefore score 0. Tests of other shapes run as
+statements in the sandbox; `judge_stats()` counts both kinds. `run_info()` reports the sandbox's
+layers and the counts; `check_trainable()` refuses to train on a weaker sandbox unless
+`allow_weak_sandbox`. `extract_answer` returns the extracted program, whitespace-normalised, for
+majority voting.
 
     python -m pytest tests/test_task_mbpp.py -q
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import datasets
 
+from tasks import mbpp_judge, sandbox
 from tasks.base import DATA_DIR, TaskDataError, read_jsonl
-from tasks.sandbox import run_python
+
+RUNNER = Path(__file__).with_name("mbpp_runner.py")
 
 SPLITS = {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 PROMPT = ("{text}\nYour code should pass this test:\n{test}\n"
@@ -61,13 +69,16 @@ class MBPP:
         timeout_s: wall-clock limit per program, in seconds.
         memory_mb: address-space limit per program, in MiB.
         workers: programs run in parallel when scoring a batch.
+        allow_weak_sandbox: train even when this host lacks a sandbox layer (see
+            `check_trainable`); evaluation always proceeds, with a warning.
     """
 
     name = "mbpp"
 
-    def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 512,
+    def __init__(self, version: int = 2, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "local", path: str | None = None, timeout_s: float = 5,
-                 memory_mb: int = 512, workers: int | None = None):
+                 memory_mb: int = 512, workers: int | None = None,
+                 allow_weak_sandbox: bool = False):
         if source != "local":
             raise TaskDataError(f"task.source={source!r} is unknown; MBPP is shipped, use local "
                                 "(or task.path=/path/to/mbpp.jsonl for another copy)")
@@ -78,6 +89,9 @@ class MBPP:
         self.source, self.path = source, path
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.workers = workers or min(8, os.cpu_count() or 1)
+        self.allow_weak_sandbox = allow_weak_sandbox
+        self._stats = {"programs": 0, "tests_outside": 0, "tests_inside": 0}
+        self._lock = threading.Lock()
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -96,10 +110,6 @@ class MBPP:
         """The dataset's reference solution, fenced as a model would write it."""
         return f"```python\n{code}\n```"
 
-    def program(self, completion: str, test_list: list[str], test_setup_code: str = "") -> str:
-        """The script that is run: the extracted code, then the setup code, then every test."""
-        return "\n\n".join([extract_code(completion), test_setup_code or "", *test_list]) + "\n"
-
     def extract_answer(self, text: str) -> str | None:
         """The extracted program with blank lines and trailing spaces removed, or None if empty."""
         lines = [line.rstrip() for line in extract_code(text).splitlines() if line.strip()]
@@ -107,9 +117,39 @@ class MBPP:
 
     def is_correct(self, completion: str, test_list: list[str], test_setup_code: str = "",
                    **_) -> bool:
-        """True when the program passes every assertion in `test_list` inside the sandbox."""
-        script = self.program(completion, test_list, test_setup_code)
-        return run_python(script, timeout_s=self.timeout_s, memory_mb=self.memory_mb).ok
+        """True when every test passes: values judged here (mbpp_judge), the rest in the sandbox."""
+        checks = _plan(tuple(test_list))
+        args = {"code": extract_code(completion), "setup": test_setup_code or "",
+                "items": [c.item() for c in checks]}
+        result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
+                                    memory_mb=self.memory_mb)
+        outside = sum(c.outside for c in checks)
+        with self._lock:
+            self._stats["programs"] += 1
+            self._stats["tests_outside"] += outside
+            self._stats["tests_inside"] += len(checks) - outside
+        return all(mbpp_judge.verdict(checks, result.records, result.ok))
+
+    # ---- run info ----
+    def judge_stats(self) -> dict:
+        """Tests scored so far, by where they were judged: outside (value compared here) or
+        inside (the assert ran in the sandbox, as in the original harness)."""
+        with self._lock:
+            return dict(self._stats)
+
+    def run_info(self) -> dict:
+        """What a run record should keep: the sandbox layers active on this host and the judge
+        counts."""
+        return {"sandbox_layers": sandbox.layers(), "judge": self.judge_stats()}
+
+    def check_trainable(self) -> None:
+        """Raise TaskDataError when training would reward code in a sandbox weaker than designed
+        (a missing layer) and `allow_weak_sandbox` is false."""
+        missing = sandbox.missing_layers()
+        if missing and not self.allow_weak_sandbox:
+            raise TaskDataError(f"MBPP sandbox lacks {', '.join(missing)} on this host; training "
+                                "could reward escapes. Run where they exist or set "
+                                "task.allow_weak_sandbox=true")
 
     def reward(self, completions: list[str], test_list: list[list[str]],
                test_setup_code: list[str] | None = None, **kwargs) -> list[float]:
@@ -124,6 +164,16 @@ class MBPP:
         jobs = list(zip(completions, test_list, setup, strict=True))
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(test_list: tuple[str, ...]) -> list[mbpp_judge.Check]:
+    return [mbpp_judge.plan(t) for t in test_list]
+
+
+@functools.lru_cache(maxsize=1)
+def _runner_source() -> str:
+    return RUNNER.read_text(encoding="utf-8")
 
 
 def _row(raw: dict, path: Path, line: int) -> dict:

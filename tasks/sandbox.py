@@ -1,39 +1,39 @@
 """Run untrusted (model-written) Python in a throwaway, resource-limited process.
 
-Nothing from a completion is ever eval'd or exec'd in the harness process. `run_python` writes the
-code to a fresh temporary directory and runs it with the strongest isolation this host allows,
-probed once and reported by `isolation()`:
+Nothing from a completion is ever eval'd or exec'd in the harness process. Each run starts
+tasks/sandbox_child.py with the strongest isolation this host allows, probed once and reported by
+`isolation()` (labels) and `layers()` (a dict of every layer, True when active):
 
 - as root with util-linux `unshare` (the Linux dev box and most containers): new network (loopback
-  only), PID (with its own /proc), mount, IPC and UTS namespaces, and a random unprivileged uid/gid
-  per call, so the code cannot touch files it does not own and RLIMIT_NPROC (which root ignores)
-  stops fork bombs;
-- as root without `unshare`: the random uid only; as a normal user with unprivileged user
-  namespaces: `unshare --user --map-root-user` plus the same namespaces; otherwise rlimits only
-  (RLIMIT_NPROC then sized from the user's current process count).
+  only), PID, mount, IPC and UTS namespaces; inside, the child pivots into a minimal root (Python
+  runtime and /usr read-only, no project, data files or homes; /tmp, /dev/shm and HOME on one
+  size-capped private tmpfs that dies with the run), switches to a random unprivileged uid/gid per
+  call (so RLIMIT_NPROC, which root ignores, stops fork bombs), sets no_new_privs and rlimits;
+- as a normal user with unprivileged user namespaces: `unshare --user --map-root-user` plus the
+  same namespaces and root; the child drops every capability instead of switching uid;
+- as root without `unshare`: the random uid, no_new_privs and rlimits; otherwise rlimits only.
+  `layers()` says which are missing; `missing_layers()` lists the ones training should require.
 
-A dropped uid must be able to execute the interpreter: when this one lives under a private home
-(a pyenv in /root), the first same-version interpreter it can run is used instead (e.g.
-/usr/bin/python3.11); the probe checks the whole path a real run takes.
+No seccomp filter: no maintained Python binding was available (pyseccomp's last release is from
+2021), so `layers()["seccomp"]` is False and training does not require it.
 
-Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages or .pth hooks; stdlib only),
-an environment of PATH, HOME, TMPDIR and LANG only (HOME and cwd are the temp dir; no secrets),
-stdin closed, stdout/stderr to size-limited files (a pipe could fill the harness's memory), rlimits
-on address space, CPU time, processes, file size and open files, a wall-clock timeout that kills
-the process group and, when a uid is dropped, every process of that uid (a child that calls setsid
-leaves the process group). The rlimits are set by a one-line prologue in the child rather than in
-`preexec_fn`, which is unsafe when the harness scores in threads; a dropped uid cannot raise them.
+Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages; stdlib only), an environment
+of PATH, HOME, TMPDIR and LANG only, stdin a private unlinked file the child reads and replaces with
+/dev/null, stdout/stderr to size-limited files, a wall-clock timeout that kills the process group
+and, when a uid is dropped, every process of that uid.
 
-`ok` means exit status 0 *and* a per-call random sentinel printed after the code, so a program that
-calls `os._exit(0)` or `sys.exit(0)` early, or closes stdout, fails. Limits: code that reads its own
-source could forge the sentinel, and world-writable dirs (/tmp) stay writable; this is a training
-sandbox, not a security boundary for adversaries who target it.
+Results travel on fd 3 as nonce-prefixed JSON lines that the child and trusted runner scripts
+write; the code's stdout is never parsed. `ok` means the child's `done` record arrived (the code
+ran to its end), exactly once, after exit status 0 with stdout and stderr still open. Code that
+inspects the interpreter's memory could find the nonce; judges must therefore compare values in
+the harness (tasks/mbpp_judge.py) rather than trust a pass/fail the sandbox reports.
 
-    python -m pytest tests/test_task_mbpp.py -q
+    python -m pytest tests/test_task_mbpp.py tests/test_sandbox_hostile.py -q
 """
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import os
@@ -43,70 +43,104 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TAIL_CHARS = 2000
+RESULT_BYTES = 32 << 20  # the parent never reads more of fd 3 than this
+SCRATCH_MB = 64  # /tmp + /dev/shm + HOME together, on a tmpfs that dies with the run
 _UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above real and subuid ranges
-_PY_FLAGS = ["-I", "-S", "-B", "-u"]  # -u keeps the sentinel after earlier prints
-_NS_FLAGS = ["--net", "--pid", "--fork", "--mount-proc", "--ipc", "--uts", "--kill-child"]
+_PY_FLAGS = ["-I", "-S", "-B", "-u"]
+_NS_FLAGS = ["--net", "--pid", "--fork", "--ipc", "--uts", "--mount", "--kill-child"]
+_NS_LABELS = ("net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns")
+_CHILD = Path(__file__).with_name("sandbox_child.py")
+# Layers training requires (seccomp is reported, never required: see the module docstring).
+REQUIRED = ("net_ns", "pid_ns", "mount_ns", "hidden_fs", "private_tmp", "identity",
+            "no_new_privs", "rlimits")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """What one sandboxed run did. `ok` is True only if the code ran to its end and exited 0."""
+    """What one sandboxed run did. `ok` is True only if the code ran to its end and exited 0.
+
+    `records` are what a trusted runner script emitted on the result channel, in order (never the
+    code's stdout); empty when the channel was malformed.
+    """
 
     ok: bool
     returncode: int | None
     stdout_tail: str
     stderr_tail: str
     timed_out: bool
+    records: tuple = field(default=())
+    layers: dict = field(default_factory=dict)  # what the child says it applied
 
 
 @dataclass(frozen=True)
 class _Mode:
     labels: tuple[str, ...]
     python: str
-    prefix: tuple[str, ...] = ()  # {uid} and {gid} are filled in per call
-    drop_uid: bool = False  # via subprocess(user=...) when there is no prefix to do it
-
-
-def _fill(args, uid: int) -> list[str]:
-    return [a.format(uid=uid, gid=uid) for a in args]
+    prefix: tuple[str, ...] = ()
+    drop_uid: bool = False  # a random uid per call (root only)
+    drop_caps: bool = False  # root of a user namespace: drop capabilities instead
+    fs: bool = False  # the minimal root; needs a mount namespace we may mount in
 
 
 def _interpreters() -> list[str]:
-    """This interpreter, then same-version ones a dropped uid may be able to execute."""
+    """Same-version interpreters, system ones first: a dropped uid can read their stdlib even
+    without the minimal root, and they expose nothing from a home directory."""
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    found = [sys.executable, os.path.realpath(sys.executable), shutil.which(ver), f"/usr/bin/{ver}"]
+    found = [f"/usr/bin/{ver}", shutil.which(ver), os.path.realpath(sys.executable)]
     return list(dict.fromkeys(p for p in found if p and os.access(p, os.X_OK)))
 
 
-def _probe(mode: _Mode) -> bool:
-    """Whether `mode` runs a script exactly as run_python will (temp dirs, uid, namespaces)."""
-    result = _run(mode, "import os; print(os.getuid())", 20, 512, 32, 16)
-    uid = result.stdout_tail.strip()
-    return result.ok and ("uid-drop" not in mode.labels or int(uid) >= _UID_RANGE[0])
+def _candidates() -> list[_Mode]:
+    unshare, pythons = shutil.which("unshare"), _interpreters()
+    modes = []
+    if os.name == "posix" and os.geteuid() == 0:
+        if unshare:
+            ns = (unshare, *_NS_FLAGS, "--")
+            modes += [_Mode(_NS_LABELS, py, ns, drop_uid=True, fs=True) for py in pythons]
+        modes += [_Mode((), py, drop_uid=True) for py in pythons]
+    elif unshare:
+        ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
+        modes.append(_Mode(("user-ns", *_NS_LABELS), sys.executable, ns, drop_caps=True, fs=True))
+    return modes + [_Mode((), sys.executable)]
+
+
+def _probe(mode: _Mode) -> _Mode | None:
+    """Run a script that imports after confinement; return the mode with the layers that took."""
+    script = "import json, heapq, fractions\nprint(json.dumps(heapq.nsmallest(1, [3, 1])))"
+    result = _run(mode, script, None, 20, 512, 32, 16, strict=False)
+    got = result.layers
+    if not result.ok or not got or result.stdout_tail.strip() != "[1]":
+        return None
+    labels = [*mode.labels, *(k.replace("_", "-") for k, v in got.items() if v)]
+    return _Mode(tuple(labels), mode.python, mode.prefix, mode.drop_uid and got.get("uid_drop"),
+                 mode.drop_caps and got.get("caps_dropped"), mode.fs and got.get("hidden_fs"))
 
 
 @functools.lru_cache(maxsize=1)
 def _mode() -> _Mode:
-    unshare = shutil.which("unshare")
-    pythons = _interpreters()
-    candidates = []
-    if os.name == "posix" and os.geteuid() == 0:
-        if unshare:
-            ns = (unshare, *_NS_FLAGS, "--setgid", "{gid}", "--setuid", "{uid}", "--")
-            labels = ("net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns", "uid-drop", "rlimits")
-            candidates += [_Mode(labels, py, ns) for py in pythons]
-        candidates += [_Mode(("uid-drop", "rlimits"), py, drop_uid=True) for py in pythons]
-    elif unshare:
-        ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
-        candidates.append(_Mode(("user-ns", "net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns",
-                                 "rlimits"), sys.executable, ns))
-    chosen = next((m for m in candidates if _probe(m)), _Mode(("rlimits",), sys.executable))
-    logging.getLogger(__name__).info("sandbox isolation: %s (%s)", chosen.labels, chosen.python)
+    chosen = next(filter(None, map(_probe, _candidates())), None)
+    if chosen is None:
+        chosen = _Mode(("rlimits",), sys.executable)
+    _log.info("sandbox isolation: %s (%s)", chosen.labels, chosen.python)
+    missing = missing_layers(_layers_of(chosen))
+    if missing:
+        _log.warning("sandbox is weaker on this host: missing %s", ", ".join(missing))
     return chosen
+
+
+def _layers_of(mode: _Mode) -> dict[str, bool]:
+    has = set(mode.labels)
+    return {"user_ns": "user-ns" in has, "net_ns": "net-ns" in has, "pid_ns": "pid-ns" in has,
+            "mount_ns": "mount-ns" in has, "ipc_ns": "ipc-ns" in has, "uts_ns": "uts-ns" in has,
+            "hidden_fs": "hidden-fs" in has, "private_tmp": "private-tmp" in has,
+            "identity": bool(has & {"uid-drop", "caps-dropped"}), "uid_drop": "uid-drop" in has,
+            "caps_dropped": "caps-dropped" in has, "no_new_privs": "no-new-privs" in has,
+            "seccomp": False, "rlimits": "rlimits" in has}
 
 
 def isolation() -> tuple[str, ...]:
@@ -114,16 +148,23 @@ def isolation() -> tuple[str, ...]:
     return _mode().labels
 
 
-def _prologue(timeout_s: float, memory_mb: int, nproc: int, fsize_mb: int) -> str:
+def layers() -> dict[str, bool]:
+    """Every sandbox layer by name, True when active on this host (probed once)."""
+    return _layers_of(_mode())
+
+
+def missing_layers(active: dict[str, bool] | None = None) -> list[str]:
+    """The required layers (REQUIRED) this host lacks; empty when the sandbox is complete."""
+    active = layers() if active is None else active
+    return [name for name in REQUIRED if not active.get(name)]
+
+
+def _limits(timeout_s: float, memory_mb: int, nproc: int, fsize_mb: int) -> dict[str, int]:
     limits = {"RLIMIT_AS": memory_mb << 20, "RLIMIT_CPU": math.ceil(timeout_s) + 1,
               "RLIMIT_FSIZE": fsize_mb << 20, "RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0}
     if nproc:
         limits["RLIMIT_NPROC"] = nproc
-    # One line, so a traceback's line numbers are off by exactly one. A hard limit can only be
-    # lowered, so never ask for more than the current one.
-    return ("import resource as _r; [_r.setrlimit(_k, (_v, _v) if _h == _r.RLIM_INFINITY else "
-            "(min(_v, _h),) * 2) for _k, _v, _h in ((getattr(_r, _n), _v, "
-            f"_r.getrlimit(getattr(_r, _n))[1]) for _n, _v in {limits!r}.items())]; del _r\n")
+    return limits
 
 
 def _own_tasks() -> int:
@@ -146,9 +187,28 @@ def _nproc_limit(nproc: int, uid: int | None) -> int:
     return _own_tasks() + nproc
 
 
-def _tail(path: Path, sentinel: str = "") -> str:
-    text = path.read_bytes()[-(TAIL_CHARS * 4):].decode("utf-8", "replace")
-    return text.replace(sentinel, "")[-TAIL_CHARS:] if sentinel else text[-TAIL_CHARS:]
+def _tail(path: Path) -> str:
+    return path.read_bytes()[-(TAIL_CHARS * 4):].decode("utf-8", "replace")[-TAIL_CHARS:]
+
+
+def _read_records(path: Path, nonce: str) -> tuple[list | None, bool]:
+    """(records, done) from the result file; records is None when any line is not ours."""
+    with open(path, "rb") as f:
+        raw = f.read(RESULT_BYTES + 1)
+    if len(raw) > RESULT_BYTES:
+        return None, False
+    records, prefix = [], nonce + " "
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith(prefix):
+            return None, False
+        try:
+            records.append(json.loads(line[len(prefix):]))
+        except (ValueError, RecursionError):
+            return None, False
+    if not all(isinstance(r, dict) for r in records):
+        return None, False
+    done = [i for i, r in enumerate(records) if r.get("done") is True]
+    return records, done == [len(records) - 1]
 
 
 def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None, timed_out: bool):
@@ -160,7 +220,6 @@ def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None, timed_out: b
     if uid is not None and (timed_out or "pid-ns" not in mode.labels):
         # kill(-1) sent *as* the sandbox uid reaches every process of that uid, including ones that
         # left the process group with setsid; killing the PID namespace's init ends the namespace.
-        # The probed interpreter is known to run as a dropped uid; kill(1) binaries parse -1 oddly.
         kill = "import os, signal; os.kill(-1, signal.SIGKILL)"
         try:
             subprocess.run([mode.python, "-I", "-S", "-c", kill], user=uid, group=uid,
@@ -186,48 +245,68 @@ def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int
     Returns:
         A SandboxResult; it never raises for anything the code does.
     """
-    return _run(_mode(), code, timeout_s, memory_mb, nproc, fsize_mb)
+    return _run(_mode(), code, None, timeout_s, memory_mb, nproc, fsize_mb)
 
 
-def _run(mode: _Mode, code: str, timeout_s: float, memory_mb: int, nproc: int,
-         fsize_mb: int) -> SandboxResult:
-    uid = random.SystemRandom().randrange(*_UID_RANGE) if "uid-drop" in mode.labels else None
-    sentinel = f"esbench-sandbox-done-{random.SystemRandom().getrandbits(64):016x}"
+def run_runner(script: str, args, timeout_s: float = 5, memory_mb: int = 512, nproc: int = 32,
+               fsize_mb: int = 16) -> SandboxResult:
+    """Run a *trusted* runner `script` (it gets `esbench_args` and `esbench_emit` as globals and
+    runs the untrusted code itself); its emitted records come back in `records`."""
+    return _run(_mode(), script, args, timeout_s, memory_mb, nproc, fsize_mb)
+
+
+def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc: int,
+         fsize_mb: int, strict: bool = True) -> SandboxResult:
+    rng = random.SystemRandom()
+    uid = rng.randrange(*_UID_RANGE) if mode.drop_uid else None
+    nonce = f"{rng.getrandbits(128):032x}"
     outer = Path(tempfile.mkdtemp(prefix="esbench-sandbox-"))
     try:
-        work = outer / "work"
+        work, root = outer / "work", outer / "root"
         work.mkdir()
-        script = outer / "main.py"
-        epilogue = f"\nimport os as _o; _o.write(1, b'\\n{sentinel}\\n')\n"
-        prologue = _prologue(timeout_s, memory_mb, _nproc_limit(nproc, uid), fsize_mb)
-        script.write_text(prologue + code + epilogue, encoding="utf-8")
+        root.mkdir()
         if uid is not None:
-            os.chmod(outer, 0o711)  # the uid may enter and read main.py but not list or write
-            script.chmod(0o644)
+            os.chmod(outer, 0o711)  # without the minimal root the uid still needs its cwd
             os.chown(work, uid, uid)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work),
-               "LANG": "C.UTF-8"}
-        cmd = _fill(mode.prefix, uid or 0) + [mode.python, *_PY_FLAGS, str(script)]
-        user = dict(user=uid, group=uid, extra_groups=[]) if mode.drop_uid else {}
-        with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err:
-            try:
-                proc = subprocess.Popen(cmd, cwd=work, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=err, start_new_session=True, **user)
-            except OSError as e:
-                return SandboxResult(False, None, "", f"sandbox could not start: {e}", False)
+        payload = {"fs": mode.fs, "root": str(root), "scratch_mb": SCRATCH_MB, "uid": uid,
+                   "drop_caps": mode.drop_caps, "no_new_privs": True, "strict": strict,
+                   "limits": _limits(timeout_s, memory_mb, _nproc_limit(nproc, uid), fsize_mb),
+                   "nonce": nonce, "script": script, "args": args}
+        with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err, \
+                open(outer / "result", "wb") as res:
+            started = _start(mode, payload, work, out, err, res)
+            if isinstance(started, str):
+                return SandboxResult(False, None, "", f"sandbox could not start: {started}", False)
             timed_out = False
             try:
-                proc.wait(timeout=timeout_s)
+                started.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-            _kill_all(proc, mode, uid, timed_out)  # also reaps stragglers after a normal exit
-        finished = sentinel.encode() in (outer / "stdout").read_bytes()
+            _kill_all(started, mode, uid, timed_out)  # also reaps stragglers after a normal exit
+        records, done = _read_records(outer / "result", nonce)
         return SandboxResult(
-            ok=finished and proc.returncode == 0 and not timed_out,
-            returncode=proc.returncode,
-            stdout_tail=_tail(outer / "stdout", sentinel).rstrip("\n"),
+            ok=done and started.returncode == 0 and not timed_out,
+            returncode=started.returncode,
+            stdout_tail=_tail(outer / "stdout").rstrip("\n"),
             stderr_tail=_tail(outer / "stderr"),
             timed_out=timed_out,
+            records=tuple(r for r in records or () if not r.keys() & {"done", "layers"}),
+            layers=next((r["layers"] for r in records or () if "layers" in r), {}),
         )
     finally:
         shutil.rmtree(outer, ignore_errors=True)
+
+
+def _start(mode: _Mode, payload: dict, work: Path, out, err, res) -> subprocess.Popen | str:
+    """Start the child; the payload goes through an unlinked private file, not argv or a path
+    the code could read later, and the result file is passed as an inherited fd."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
+    cmd = [*mode.prefix, mode.python, *_PY_FLAGS, str(_CHILD)]
+    with tempfile.TemporaryFile() as stdin:
+        stdin.write(json.dumps({**payload, "result_fd": res.fileno()}).encode())
+        stdin.seek(0)
+        try:
+            return subprocess.Popen(cmd, cwd=work, env=env, stdin=stdin, stdout=out, stderr=err,
+                                    start_new_session=True, pass_fds=(res.fileno(),))
+        except OSError as e:
+            return str(e)

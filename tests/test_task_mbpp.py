@@ -13,12 +13,13 @@ from omegaconf import OmegaConf
 
 import tasks.mbpp
 import tasks.sandbox
+from tasks import mbpp_judge
 from tasks.base import TaskDataError
 from tasks.mbpp import MBPP, extract_code
+from tasks.mbpp_runner import Unserialisable, encode
 from tasks.sandbox import isolation, run_python
 
 CONF = Path(__file__).parents[1] / "conf" / "task" / "mbpp.yaml"
-SLACK_S = 3  # process start-up and kill on a busy 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +107,9 @@ def test_ok_needs_a_clean_run_to_the_end():
     ("closed stdout", "import os\nos.close(1)", 5),
     ("huge output", "while True:\n    print('x' * 10000)", 2),
 ])
-def test_hostile_programs_score_zero_within_the_limit(name, code, limit):
-    start = time.monotonic()
-    result = run_python(code, timeout_s=limit)
-    assert not result.ok, name
-    assert time.monotonic() - start < limit + SLACK_S, name
+def test_hostile_programs_score_zero(name, code, limit):
+    """Speed is measured by `python -m harness.bench_sandbox`, not asserted here."""
+    assert not run_python(code, timeout_s=limit).ok, name
 
 
 def test_fork_bomb_is_contained_and_cleaned_up():
@@ -119,9 +118,7 @@ def test_fork_bomb_is_contained_and_cleaned_up():
     marker = f"forkbomb-{os.getpid()}-{time.time_ns()}"
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
     code = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {bomb!r}, {marker!r}])"
-    start = time.monotonic()
-    result = run_python(code, timeout_s=1)
-    assert not result.ok and time.monotonic() - start < 1 + SLACK_S
+    assert not run_python(code, timeout_s=1).ok
     assert _gone(marker)
 
 
@@ -171,9 +168,9 @@ def test_uid_only_fallback_still_contains_programs(monkeypatch):
     """The fallback for root hosts without `unshare`: a dropped uid and rlimits, no namespaces."""
     if os.geteuid() != 0:
         pytest.skip("only root can drop to another uid")
-    fallback = tasks.sandbox._Mode(("uid-drop", "rlimits"), tasks.sandbox._mode().python,
-                                   drop_uid=True)
-    if not tasks.sandbox._probe(fallback):
+    fallback = tasks.sandbox._probe(tasks.sandbox._Mode((), tasks.sandbox._mode().python,
+                                                        drop_uid=True))
+    if fallback is None or "uid-drop" not in fallback.labels:
         pytest.skip("this host cannot run the interpreter as another uid")
     monkeypatch.setattr(tasks.sandbox, "_mode", lambda: fallback)
     assert run_python("import os\nprint(os.getuid() != 0)").stdout_tail == "True"
@@ -197,3 +194,91 @@ def test_malformed_user_file(tmp_path):
     bad.write_text('{"task_id": 11, "text": "t", "test_list": ["assert True"]}\n{"task_id": 12}\n')
     with pytest.raises(TaskDataError, match=r"mbpp\.jsonl: line 2"):
         MBPP(path=str(bad)).load("test")
+
+
+@pytest.mark.parametrize("test, outside", [
+    ("assert f(1) == 2", True), ("assert 2 == f(1)", True), ("assert f(1) != [1, (2, 3)]", True),
+    ("assert set(f(1)) == set([1, 2])", True), ("assert f(1) is None", True),
+    ("assert math.isclose(f(1), 2.5, rel_tol=0.001)", True), ("assert f(1)", True),
+    ("assert not f(1)", True), ("assert f(1) == g(2)", False), ("assert f(1) is [1]", False),
+    ("assert f(1) == 1 or f(1) == 2", False), ("assert f(1).startswith('a')", False),
+    ("x = f(1)\nassert x == 2", False), ("assert f(1) == 2 == 2", False),
+])
+def test_judge_plan_splits_what_it_can(test, outside):
+    check = mbpp_judge.plan(test)
+    assert check.outside == outside
+    if outside:
+        assert "2.5" not in check.src and "[1, 2]" not in check.item()["src"]
+
+
+def _judge(test: str, value) -> bool:
+    return mbpp_judge.plan(test).accepts({"i": 0, "value": encode(value)})
+
+
+def test_judge_compares_plain_values_with_the_tests_own_rules():
+    assert _judge("assert f(1) == (1, [2])", (1, [2])) and not _judge("assert f(1) == (1, [2])", [1, [2]])
+    assert _judge("assert set(f(1)) == set([2, 1])", {1, 2})
+    assert _judge("assert math.isclose(f(1), 2.5, rel_tol=0.01)", 2.51)
+    assert not _judge("assert math.isclose(f(1), 2.5, rel_tol=0.001)", 2.51)
+    assert _judge("assert f(1) == 2", 2.0) and not _judge("assert f(1) == 2", "2")
+    assert _judge("assert f(1) == {'a': 1}", __import__("collections").Counter(a=1))
+    assert mbpp_judge.decode(encode(-3 ** 10000)) == -3 ** 10000  # beyond int's str-digit limit
+    assert _judge("assert f(1) is None", None) and not _judge("assert f(1) is None", 0)
+
+
+def test_judge_sees_through_lying_objects():
+    class AlwaysEqual(int):
+        def __eq__(self, other):
+            return True
+        __hash__ = int.__hash__
+    assert not _judge("assert f(1) == 5", AlwaysEqual(4)) and _judge("assert f(1) == 5", AlwaysEqual(5))
+    with pytest.raises(Unserialisable):
+        encode(object())
+    assert not mbpp_judge.plan("assert f(1) == 5").accepts({"i": 0, "error": "unserialisable"})
+
+
+@pytest.mark.parametrize("tagged", [["k", 1], ["i", "12 "], ["l", "x"], ["zz", []], ["d", [[1]]],
+                                    ["f", "1" * 100], "i", ["S", [["l", []]]]])
+def test_decode_rejects_malformed_values(tagged):
+    with pytest.raises((ValueError, TypeError)):
+        mbpp_judge.decode(tagged)
+
+
+def test_verdict_needs_one_record_per_test_in_order():
+    checks = [mbpp_judge.plan("assert f(1) == 1"), mbpp_judge.plan("assert f(2) == 2")]
+    good = ({"i": 0, "value": ["i", "1"]}, {"i": 1, "value": ["i", "2"]})
+    assert mbpp_judge.verdict(checks, good, True) == [True, True]
+    assert mbpp_judge.verdict(checks, good, False) == [False, False]
+    assert mbpp_judge.verdict(checks, good[:1], True) == [False, False]
+    assert mbpp_judge.verdict(checks, good[::-1], True) == [False, False]
+
+
+def test_printing_cannot_pass_a_test(task):
+    fake = "print('{\"i\": 0, \"value\": [\"i\", \"3\"]}')\nprint('done')"
+    assert task.reward([fake], test_list=[["assert add(1, 2) == 3"]]) == [0.0]
+
+
+def test_judge_counts_and_run_info():
+    t = MBPP()
+    t.reward(["def add(a, b):\n    return a + b"],
+             test_list=[["assert add(1, 2) == 3", "assert add(1, 2) == sum([1, 2])"]])
+    assert t.judge_stats() == {"programs": 1, "tests_outside": 1, "tests_inside": 1}
+    info = t.run_info()
+    assert info["judge"] == t.judge_stats() and info["sandbox_layers"]["rlimits"]
+
+
+def test_check_trainable_names_missing_layers(monkeypatch):
+    weak = {**tasks.sandbox.layers(), "hidden_fs": False, "no_new_privs": False}
+    monkeypatch.setattr(tasks.sandbox, "layers", lambda: weak)
+    with pytest.raises(TaskDataError, match="hidden_fs, no_new_privs.*allow_weak_sandbox=true"):
+        MBPP().check_trainable()
+    MBPP(allow_weak_sandbox=True).check_trainable()
+
+
+def test_sandbox_hides_the_project_and_data():
+    if not tasks.sandbox.layers()["hidden_fs"]:
+        pytest.skip(f"no minimal root on this host (isolation: {isolation()})")
+    data = str(Path(tasks.mbpp.__file__).parent / "data" / "mbpp" / "mbpp.jsonl")
+    code = (f"import os\nprint(os.path.exists({data!r}), os.path.exists({str(CONF)!r}), "
+            "sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')))")
+    assert run_python(code).stdout_tail == "False False [] []"

@@ -1,0 +1,106 @@
+"""What the MBPP sandbox costs: per-program and per-test wall time on N reference solutions.
+
+Scores N reference solutions one at a time through `MBPP.is_correct` (the full path a reward
+takes: sandbox start, the program, the judge) and, as the no-sandbox baseline, runs the same
+program (solution + setup + asserts) with a plain `python -I -S -B` subprocess. The overhead is
+the difference; it is what isolation adds on top of starting Python, per program and per test.
+Timing assertions do not belong in unit tests on a shared machine, so speed is measured here.
+
+    python -m harness.bench_sandbox --n 50
+    python -m harness.bench_sandbox --references   # every row's reference solution, judged
+
+`--references` scores the reference solution of every MBPP row (all splits and the few-shot rows)
+and reports how many tests are judged outside the sandbox (value compared in the harness) vs
+inside, and which references fail.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tasks.mbpp import MBPP
+
+
+def _rows(task: MBPP, n: int) -> list[dict]:
+    """The first n test-split rows: a fixed, reproducible sample."""
+    return list(task.load("test"))[:n]
+
+
+def _plain_script(row: dict) -> str:
+    return "\n\n".join([row["code"], row["test_setup_code"] or "", *row["test_list"]]) + "\n"
+
+
+def _time_plain(row: dict, work: Path) -> float:
+    """Seconds to run the unjudged script in a bare subprocess: the cost without any sandbox."""
+    script = work / "main.py"
+    script.write_text(_plain_script(row), encoding="utf-8")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-I", "-S", "-B", str(script)], cwd=work,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    return time.perf_counter() - start
+
+
+def _time_sandbox(task: MBPP, row: dict) -> tuple[float, bool]:
+    start = time.perf_counter()
+    ok = task.is_correct(task.gold_completion(code=row["code"]), test_list=row["test_list"],
+                         test_setup_code=row["test_setup_code"])
+    return time.perf_counter() - start, ok
+
+
+def bench(n: int) -> dict:
+    """Time n reference solutions in the sandbox and bare; return the summary row."""
+    task = MBPP(n_eval=None)
+    rows = _rows(task, n)
+    task.is_correct(task.gold_completion(code=rows[0]["code"]), test_list=rows[0]["test_list"])
+    sandbox, plain, passed = [], [], 0  # the warm-up above paid the one-off isolation probe
+    with tempfile.TemporaryDirectory(prefix="esbench-bench-") as work:
+        for row in rows:
+            seconds, ok = _time_sandbox(task, row)
+            sandbox.append(seconds)
+            passed += ok
+            plain.append(_time_plain(row, Path(work)))
+    tests = sum(len(r["test_list"]) for r in rows)
+    ms = lambda xs: round(1000 * statistics.mean(xs), 1)  # noqa: E731
+    summary = {"programs": len(rows), "tests": tests, "passed": passed,
+               "sandbox_ms_per_program": ms(sandbox),
+               "sandbox_ms_per_program_median": round(1000 * statistics.median(sandbox), 1),
+               "plain_ms_per_program": ms(plain),
+               "overhead_ms_per_program": round(ms(sandbox) - ms(plain), 1),
+               "overhead_ms_per_test": round((ms(sandbox) - ms(plain)) * len(rows) / tests, 1),
+               "sandbox_ms_per_test": round(ms(sandbox) * len(rows) / tests, 1)}
+    info = getattr(task, "run_info", None)
+    if info:
+        summary["run_info"] = info()
+    return summary
+
+
+def check_references() -> dict:
+    """Judge every row's reference solution; the judge counts come from the task itself."""
+    from tasks.base import DATA_DIR, read_jsonl  # noqa: PLC0415 - only this mode needs them
+    task = MBPP(n_eval=None)
+    rows = [r for _, r in read_jsonl(DATA_DIR / "mbpp" / "mbpp.jsonl", "MBPP data")]
+    completions = [task.gold_completion(code=r["code"]) for r in rows]
+    rewards = task.reward(completions, test_list=[r["test_list"] for r in rows],
+                          test_setup_code=[r["test_setup_code"] for r in rows])
+    failed = [r["task_id"] for r, x in zip(rows, rewards) if x != 1.0]
+    return {"rows": len(rows), "passed": len(rows) - len(failed), "failed_task_ids": failed,
+            **task.run_info()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
+    parser.add_argument("--references", action="store_true",
+                        help="judge every row's reference solution instead of timing")
+    args = parser.parse_args(argv)
+    print(json.dumps(check_references() if args.references else bench(args.n), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Inside the sandbox: run a candidate program, then each MBPP test call, and emit the results.
+
+Trusted code, but it runs in the same interpreter as the untrusted candidate, so it is never the
+judge: for a test the harness could split (tasks/mbpp_judge.py) it only evaluates the call
+expression and emits the value, encoded as plain tagged JSON; the harness compares that value to
+an expected value that never enters the sandbox. Only a test of another shape runs here as a
+statement ("passed" or "error"). The encoder reads values through the base types' own methods
+(dict.items, int.__index__, ...), so an object whose __eq__, __repr__ or __iter__ lies is sent as
+the plain data it holds, and any other type is "unserialisable" (the test fails).
+
+Started by tasks/sandbox_child.py, which passes `esbench_args` ({"code", "setup", "items"}) and
+`esbench_emit` as globals; both are removed before the candidate runs. Stdlib only.
+"""
+import builtins
+
+MAX_DEPTH = 100
+MAX_NODES = 1_000_000
+
+
+class Unserialisable(Exception):
+    """The value is not made of plain literals (or is too deep or too large) to send."""
+
+
+def encode(value, depth: int = 0, budget: list | None = None):
+    """Plain value -> tagged JSON ([tag, payload]); raises Unserialisable for anything else."""
+    budget = [MAX_NODES] if budget is None else budget
+    budget[0] -= 1
+    if depth > MAX_DEPTH or budget[0] < 0:
+        raise Unserialisable("value too deep or too large")
+    if value is None or value is True or value is False:
+        return ["k", value]
+    for kind, tag, convert in _SCALARS:
+        if isinstance(value, kind):
+            return [tag, convert(value)]
+    for kind, tag, items in _CONTAINERS:
+        if isinstance(value, kind):
+            return [tag, [encode(v, depth + 1, budget) for v in items(value)]]
+    if isinstance(value, dict):
+        return ["d", [[encode(k, depth + 1, budget), encode(v, depth + 1, budget)]
+                      for k, v in dict.items(value)]]
+    raise Unserialisable(f"unserialisable {type(value).__name__}")
+
+
+_SCALARS = (
+    (int, "i", lambda v: format(int.__index__(v), "x")),  # hex: no 4300-digit str limit
+    (float, "f", float.__repr__),
+    (complex, "c", lambda v: [float.__repr__(complex.real.__get__(v)),
+                              float.__repr__(complex.imag.__get__(v))]),
+    (str, "s", str.__str__),
+    (bytes, "y", bytes.hex),
+    (bytearray, "Y", bytearray.hex),
+)
+_CONTAINERS = (
+    (list, "l", list.__iter__),
+    (tuple, "t", tuple.__iter__),
+    (set, "S", set.__iter__),
+    (frozenset, "F", frozenset.__iter__),
+)
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"[:300]
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        return "error"
+
+
+def run(args: dict, emit) -> None:
+    """Run code and setup, then every item in order; one record per item, none after an error
+    that stopped the program (a missing record is a failed test)."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(args["code"], "solution.py", "exec"), namespace)
+        exec(compile(args["setup"] or "", "setup.py", "exec"), namespace)
+    except BaseException as e:  # noqa: BLE001 - SystemExit too: exiting early is a failure
+        emit({"load_error": _describe(e)})
+        return
+    for i, item in enumerate(args["items"]):
+        try:
+            if item["kind"] == "value":
+                value = eval(compile(item["src"], f"test{i}", "eval"), namespace)
+                emit({"i": i, "value": encode(value)})
+            else:
+                exec(compile(item["src"], f"test{i}", "exec"), namespace)
+                emit({"i": i, "passed": True})
+        except BaseException as e:  # noqa: BLE001
+            emit({"i": i, "error": _describe(e)})
+
+
+def _main(scope: dict) -> None:
+    args, emit = scope.pop("esbench_args"), scope.pop("esbench_emit")
+    run(args, emit)
+
+
+if __name__ == "__main__":
+    _main(globals())

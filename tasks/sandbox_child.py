@@ -1,0 +1,229 @@
+"""The first thing that runs inside the sandbox: confine this process, then run the given script.
+
+Started by tasks/sandbox.py as `python -I -S -B -u sandbox_child.py` inside fresh namespaces, it
+reads one JSON payload from stdin and, before any untrusted code runs:
+
+1. filesystem: in its own mount namespace, builds a minimal root on a small tmpfs (the Python
+   runtime and /usr bound read-only and nosuid, a few /dev nodes, a fresh /proc, and one
+   size-capped tmpfs shared by /tmp, /dev/shm and the home dir) and pivots into it, so the project,
+   its data files and every home are absent and whatever the code writes vanishes with it;
+2. identity: as real root, switches to the random uid/gid it was given; as root of a user
+   namespace, drops every capability (mounts and chroot escapes need them);
+3. no_new_privs (prctl), so no later execve can gain privileges;
+4. rlimits, set after the switch so the code cannot raise them;
+
+then writes a `layers` record saying what it applied, execs the script as `__main__` in a fresh
+namespace and writes a `done` record when the script returned. Records go to an inherited fd, one per line,
+prefixed by a per-run nonce the parent chose; stdout and stderr are for humans only. With `strict`
+a layer that cannot be applied ends the run (exit 125): a sandbox that silently got weaker would
+be worse than one that fails. Python without site-packages only; this file is read before the
+pivot, so it need not exist inside the new root.
+"""
+import ctypes
+import json
+import os
+import resource
+import sys
+import traceback
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS = 38
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+RUNTIME_DIRS = ("usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32")
+DEV_NODES = ("null", "zero", "full", "random", "urandom")
+HOME = "/home/sandbox"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class LayerError(Exception):
+    """A confinement step failed; the message names the step."""
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise LayerError(f"{what}: {os.strerror(err)}")
+
+
+def _mount(src, target, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+def _bind_ro(src: str, target: str) -> None:
+    """Bind `src` at `target` read-only and nosuid (a bind ignores flags until remounted)."""
+    _mount(src, target, None, MS_BIND | MS_REC)
+    _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _bind_file(src: str, target: str) -> None:
+    with open(target, "w"):
+        pass
+    _mount(src, target, None, MS_BIND)
+
+
+def _runtime_dirs() -> list[str]:
+    """Top-level dirs of the Python runtime and the programs it may call (/usr, /lib, ...)."""
+    prefix = os.path.realpath(sys.base_prefix)
+    extra = [] if any(prefix == f"/{d}" or prefix.startswith(f"/{d}/") for d in RUNTIME_DIRS) \
+        else [prefix]
+    return [f"/{d}" for d in RUNTIME_DIRS if os.path.lexists(f"/{d}")] + extra
+
+
+def _build_root(root: str, scratch_mb: int, uid: int | None) -> None:
+    """Mount the minimal root at `root` (see the module docstring), nothing from the host rw."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    for src in _runtime_dirs():
+        dst = root + src
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        else:
+            os.makedirs(dst, exist_ok=True)
+            _bind_ro(src, dst)
+    os.makedirs(f"{root}/etc")
+    if os.path.isfile("/etc/ld.so.cache"):  # programs the code runs find their libraries
+        _bind_file("/etc/ld.so.cache", f"{root}/etc/ld.so.cache")
+    scratch = f"{root}/.scratch"
+    os.makedirs(scratch)
+    _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={scratch_mb}m,nr_inodes=16384,mode=755")
+    os.makedirs(f"{root}/dev")
+    for node in DEV_NODES:
+        _bind_file(f"/dev/{node}", f"{root}/dev/{node}")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    for sub, inside, mode in (("tmp", "/tmp", 0o1777), ("shm", "/dev/shm", 0o1777),
+                              ("home", HOME, 0o700)):
+        os.makedirs(f"{scratch}/{sub}")
+        os.chmod(f"{scratch}/{sub}", mode)
+        if uid is not None and sub == "home":
+            os.chown(f"{scratch}/{sub}", uid, uid)
+        os.makedirs(root + inside, exist_ok=True)
+        _mount(f"{scratch}/{sub}", root + inside, None, MS_BIND)
+    os.makedirs(f"{root}/proc")
+    try:
+        _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except LayerError:
+        pass  # Python does not need /proc; some containers forbid a fresh one
+    _pivot(root)
+
+
+def _pivot(root: str) -> None:
+    """Make `root` the root and detach the old one, so not even a chroot escape can reach it."""
+    os.chdir(root)
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise LayerError(f"pivot_root: unknown syscall number on {os.uname().machine}")
+    _check(_libc.syscall(number, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def _drop_identity(uid: int | None) -> str:
+    """Real root: become `uid`. Root of a user namespace: drop every capability."""
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        return "uid_drop"
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()  # all zero: no capabilities
+    _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+    return "caps_dropped"
+
+
+def _no_new_privs() -> None:
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def _set_limits(limits: dict) -> None:
+    """Lower each rlimit; a hard limit can only go down, so never ask for more than it is."""
+    for name, value in limits.items():
+        key = getattr(resource, name)
+        hard = resource.getrlimit(key)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(key, (value, value))
+
+
+def _confine(p: dict) -> dict:
+    """Apply the requested layers; returns which ones took. Raises LayerError when strict."""
+    layers = {}
+    steps = [("hidden_fs", p.get("fs"), lambda: _build_root(p["root"], p["scratch_mb"],
+                                                           p.get("uid"))),
+             ("identity", p.get("uid") is not None or p.get("drop_caps"),
+              lambda: _drop_identity(p.get("uid"))),
+             ("no_new_privs", p.get("no_new_privs"), _no_new_privs),
+             ("rlimits", True, lambda: _set_limits(p["limits"]))]
+    for name, wanted, step in steps:
+        if not wanted:
+            layers[name] = False
+            continue
+        try:
+            got = step()
+            layers[got if isinstance(got, str) else name] = True
+        except (OSError, LayerError) as e:
+            if p.get("strict"):
+                raise LayerError(f"{name}: {e}") from None
+            layers[name] = False
+    layers["private_tmp"] = layers["hidden_fs"]
+    return layers
+
+
+def _emitter(nonce: str, fd: int):
+    write = os.write
+
+    def emit(record) -> None:
+        """One line on the result fd, prefixed by the run's nonce."""
+        write(fd, f"{nonce} {json.dumps(record)}\n".encode())
+    return emit
+
+
+def main() -> int:
+    payload = json.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    emit = _emitter(payload.pop("nonce"), payload.pop("result_fd"))
+    try:
+        layers = _confine(payload)
+    except LayerError as e:
+        print(f"sandbox layer failed: {e}", file=sys.stderr)
+        return 125
+    if layers["hidden_fs"]:
+        os.environ["HOME"] = HOME
+        os.environ["TMPDIR"] = "/tmp"
+        os.chdir(HOME)
+    sys.executable = os.path.realpath(sys.executable)  # a path that exists in the new root
+    emit({"layers": layers})
+    script, args = payload.pop("script"), payload.pop("args", None)
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    if args is not None:  # trusted runner scripts get the channel; plain code never does
+        namespace.update(esbench_args=args, esbench_emit=emit)
+    del payload
+    try:
+        exec(compile(script, "main.py", "exec"), namespace)
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - report the code's error as Python would
+        traceback.print_exc()
+        return 1
+    os.fstat(1), os.fstat(2)  # closing stdout or stderr counts as a failed run
+    emit({"done": True})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
