@@ -5,19 +5,20 @@ An experiment file (conf/experiment/*.yaml) declares
   seeds: [0, 1, 2]                                                   # optional; default: the `seed` key
   cells: [{label, overrides, axes: {key: [values]}?, seeded: bool?}] # fixed runs (axes: one run per point)
   grids: [{name, overrides, axes: {key: [values]}}]                  # RL grids, chosen on validation
+  vars: {name: value}                                                # its own variables: ${vars.name}
 Every (model, cell or grid point, seed) is one run, composed from the command line plus its own
 overrides, and gets an index in a fixed order (model, then cell/grid point, then seed):
 
     python -m harness experiment=X +dry_run=true     # list every run with its index and overrides
     python -m harness experiment=X                   # run them all in turn, then write the tables
     python -m harness experiment=X stamp=S +run_index=7        # run one (e.g. one cluster job)
-    python -m harness -m experiment=X stamp=S +run_index='range(0,N)' launcher=submitit_slurm
+    python -m harness.launch experiment=X stamp=S launcher=submitit_slurm   # one cluster job per run
 
 Records go to runs/<group>/<stamp>/<model>/<label>/seed<k>/record.json, next to experiment.json
 (the plan), so tables can mark planned runs with no record as MISSING. A run whose record says ok
 is skipped, so rerunning with the same stamp resumes. A failing run leaves a failed record and the
 experiment goes on; the tables mark it FAILED. Tables: harness/reporting/report.py, rebuilt any time with
-`python -m harness.tables runs/<group>/<stamp> --experiment --out results/<group>`.
+`python -m harness.tables runs/<group>/<stamp> --out outputs/<group>`.
 """
 from __future__ import annotations
 
