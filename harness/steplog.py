@@ -246,20 +246,28 @@ class EvalEvery:
         return row
 
 
+def rng_state() -> dict:
+    """The python, numpy, torch CPU and CUDA RNG states (evaluation and PPO checkpoints save them)."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
 class _rng_preserved:
-    """Save and restore the python, numpy, torch CPU and CUDA RNG states."""
+    """Restore every RNG state on exit, so what runs inside draws nothing training would see."""
 
     def __enter__(self):
-        self.state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-                      torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        self.state = rng_state()
 
     def __exit__(self, *exc):
-        py, npy, cpu, cuda = self.state
-        random.setstate(py)
-        np.random.set_state(npy)
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        set_rng_state(self.state)
         return False
 
 

@@ -88,9 +88,9 @@ class LedgerCallback(TrainerCallback):
     def _commit(self, state, control, logs: dict) -> None:
         flops, samples, extras = self._charge[1]
         self._charge, self._logs = None, None
-        m = dict(self.metrics(logs)) if logs else {}
-        reward_mean, reward_std = m.pop("reward_mean", None), m.pop("reward_std", None)
-        self.ledger.step(flops, samples, reward_mean, reward_std, **extras, **m)
+        fields = {**extras, **(self.metrics(logs) if logs else {})}
+        reward_mean, reward_std = fields.pop("reward_mean", None), fields.pop("reward_std", None)
+        self.ledger.step(flops, samples, reward_mean, reward_std, **fields)
         if self.ledger.exhausted:
             control.should_training_stop = True
             if self.raise_when_spent:
