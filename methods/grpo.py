@@ -259,7 +259,9 @@ class GRPO(ConfiguredMethod):
         args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens)
         # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
-        ledger.check_step_fits(self._min_step_flops(model.config, tok, prompts, old_logprobs), "GRPO")
+        one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
+                    else self._min_step_flops(model.config, tok, prompts, old_logprobs))
+        ledger.check_step_fits(one_step, "GRPO")
         checkpoint = last_complete_checkpoint(run_dir / "trl")
         cost = _StepCost(recorder, model.config, reference=cfg.beta > 0, old_logprobs=old_logprobs)
         if checkpoint is not None:
