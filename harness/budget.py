@@ -1,17 +1,30 @@
-"""The compute ledger every method charges after every step.
+"""The compute ledger every method charges after every step, and the one place steps are logged.
 
 `budget.kind` is "flops" (default: compute counted from the tokens really processed, see
 harness/flops.py) or "samples" (the ES paper's protocol: number of completions scored).
 A method asks `ledger.exhausted` at each step boundary and stops at the first boundary at or
 past the limit, so every run overshoots by at most one step; the record stores what was spent.
+
+Every method calls `ledger.step(...)` once per step and nothing else: it charges the cost,
+appends a `StepStats` to `ledger.history` and hands it to every listener in `ledger.listeners`
+(train_log.jsonl, the progress line, TensorBoard/W&B, periodic evaluation: harness/steplog.py).
+Logging in one place is what keeps the logs of ES, GRPO and PPO comparable and a resumed run's
+log free of repeated steps.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from harness.steplog import StepStats
 
 
 class BudgetError(ValueError):
     """The budget cannot buy even one step; the message says how large it must be."""
+
+
+Listener = Callable[["Ledger", StepStats], None]
 
 
 @dataclass
@@ -21,6 +34,8 @@ class Ledger:
     Args:
         limit: the budget, in FLOPs (kind="flops") or completions scored (kind="samples").
         kind: "flops" or "samples".
+        report_to: the experiment tracker the listeners stream to ("none", "tensorboard" or
+            "wandb"); TRL-based methods pass it on to TRL so its own metrics land there too.
     """
 
     limit: float
@@ -28,7 +43,12 @@ class Ledger:
     flops: float = 0.0
     samples: int = 0
     steps: int = 0
-    history: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+    history: list[StepStats] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    listeners: list[Any] = field(default_factory=list, repr=False)
+    report_to: str = "none"
+    _clock: float | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if self.kind not in ("flops", "samples"):
@@ -36,12 +56,31 @@ class Ledger:
         if not self.limit > 0:
             raise BudgetError(f"budget limit must be > 0, got {self.limit}; set budget.flops or budget.samples")
 
-    def charge(self, flops: float, samples: int = 0, **info) -> None:
-        """Record one step's cost (FLOPs from real token counts, completions scored)."""
+    def start_clock(self) -> None:
+        """Start timing training (methods call it once setup is done, so loading is not train time)."""
+        self._clock = time.perf_counter()
+
+    def step(self, flops: float, samples: int, reward_mean: float | None = None, reward_std: float | None = None,
+             **extras) -> StepStats:
+        """Charge one step (FLOPs from real token counts, completions scored), record and broadcast it."""
+        now = time.perf_counter()
+        self.wall_s += now - (self._clock if self._clock is not None else now)
         self.flops += float(flops)
         self.samples += int(samples)
         self.steps += 1
-        self.history.append({"step": self.steps, "flops": self.flops, "samples": self.samples, **info})
+        stats = StepStats(self.steps, self.flops, self.samples, _num(reward_mean), _num(reward_std),
+                          self.wall_s, extras)
+        self.history.append(stats)
+        for listener in self.listeners:
+            listener(self, stats)
+        self._clock = time.perf_counter()  # listeners (evaluation, logging) are not training time
+        return stats
+
+    def close(self) -> None:
+        """Training is over: let listeners finish (a last evaluation, flushing the tracker)."""
+        for listener in self.listeners:
+            if hasattr(listener, "close"):
+                listener.close(self)
 
     @property
     def spent(self) -> float:
@@ -62,3 +101,28 @@ class Ledger:
                 f"one {what} step costs {step_cost:.3g} {self.kind} but the budget is {self.limit:.3g}; "
                 f"raise budget.{self.kind} to at least {step_cost:.3g} or shrink the step (fewer prompts/members)"
             )
+
+    # ---- checkpoints ----
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue the same totals and logs (JSON-serialisable)."""
+        return {"kind": self.kind, "limit": self.limit, "flops": self.flops, "samples": self.samples,
+                "steps": self.steps, "wall_s": self.wall_s, "history": [s.to_dict() for s in self.history],
+                "evals": list(self.evals)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore totals, history and evaluations, then tell listeners (the log is rewritten from history)."""
+        if state["kind"] != self.kind:
+            raise BudgetError(f"the checkpoint's budget is in {state['kind']} but this run's is in {self.kind}; "
+                              "resume with the same budget.kind or use a fresh run_dir")
+        self.flops, self.samples, self.steps = float(state["flops"]), int(state["samples"]), int(state["steps"])
+        self.wall_s = float(state.get("wall_s", 0.0))
+        self.history = [StepStats(**s) for s in state["history"]]
+        self.evals = list(state.get("evals", []))
+        for listener in self.listeners:
+            if hasattr(listener, "restored"):
+                listener.restored(self)
+
+
+def _num(x) -> float | None:
+    """Plain floats in StepStats (tensors and numpy scalars would not serialise)."""
+    return None if x is None else float(x)

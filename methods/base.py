@@ -1,19 +1,31 @@
 """The method interface, and `base` (no training: the "Original" column).
 
 A method is one module in methods/ plus one YAML in conf/method/ whose `_target_` names its class;
-the YAML's other keys are the constructor's keyword arguments (the method's hyperparameters).
+the YAML's other keys are the constructor's keyword arguments (the method's hyperparameters),
+exactly the fields of its config dataclass: an unknown key fails at construction, naming itself
+and the valid ones, instead of being silently ignored by a sweep.
+
+Methods are data as well as code. Every method class declares
+    name        the method's name in records and tables ("es", "grpo", ...)
+    label_keys  the hyperparameters a table label shows, e.g. ("sigma", "alpha")
+    trains      False only for `base` (nothing to train, nothing to charge)
 
 `train(policy, task, ledger, run_dir)` trains `policy.model` in place on `task.load("train")` and
-returns a small summary dict. It must charge `ledger` after every step with the FLOPs of the
-tokens it really processed (harness/flops.py) and the number of completions it scored, and stop
-at the first step boundary where `ledger.exhausted` is true. Per-step logs go to
-`run_dir/train_log.jsonl` (one JSON object per step) and one progress line per step to stdout.
+returns a summary dict (at least "steps", "resumed_from", "flops", "samples", "wall_s"). It calls
+`ledger.start_clock()` once set up, `ledger.step(...)` once per step with the FLOPs of the tokens
+it really processed (harness/flops.py), the completions it scored and its own numbers as extras,
+stops at the first step boundary where `ledger.exhausted` is true, then calls `ledger.close()`.
+Logging, progress lines, trackers and periodic evaluation hang off the ledger (harness/steplog.py).
+A method that checkpoints resumes from `run_dir` when it holds a checkpoint.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
+import inspect
+import os
+import shutil
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from harness.budget import Ledger
 from harness.policy import Policy
@@ -21,26 +33,107 @@ from tasks.base import Task
 
 
 class Method(Protocol):
-    name: str                    # the method's name in records and tables
-    label_keys: tuple[str, ...]  # hyperparameters shown in a run's default label, e.g. ("sigma", "alpha")
-    trains: bool                 # False: the untrained reference row (deltas are measured against it)
+    name: ClassVar[str]
+    label_keys: ClassVar[tuple[str, ...]]
+    trains: ClassVar[bool]
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict: ...
 
 
-class Base:
+def make_config(config_class: type, hparams: dict, method: str):
+    """Build a method's config dataclass, failing in one line on a key it does not have."""
+    valid = [f.name for f in dataclasses.fields(config_class)]
+    unknown = [k for k in hparams if k not in valid]
+    if unknown:
+        raise TypeError(f"method {method} has no hyperparameter {unknown[0]!r}; valid: {', '.join(valid)}")
+    return config_class(**hparams)
+
+
+class ConfiguredMethod:
+    """Base class of a method whose hyperparameters are the fields of `config_class`.
+
+    The constructor's signature is the config's (so Hydra configs bind, and fail, against it
+    without building anything) and `self.config` holds the validated hyperparameters.
+    """
+
+    name: ClassVar[str] = ""
+    label_keys: ClassVar[tuple[str, ...]] = ()
+    trains: ClassVar[bool] = True
+    config_class: ClassVar[type | None] = None
+
+    def __init__(self, **hparams):
+        self.config = make_config(self.config_class, hparams, self.name) if self.config_class else None
+        if self.config is None and hparams:
+            raise TypeError(f"method {self.name} takes no hyperparameters; got {', '.join(hparams)}")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.config_class is not None:
+            cls.__signature__ = inspect.signature(cls.config_class)
+
+    def label(self) -> str:
+        """The table label: the name and the label_keys' values, e.g. "es sigma=0.001 alpha=0.0005"."""
+        keys = " ".join(f"{k}={getattr(self.config, k):g}" for k in self.label_keys)
+        return f"{self.name} {keys}".strip()
+
+
+class Base(ConfiguredMethod):
     """No training: evaluates the model as it is (the paper's "Original")."""
 
     name = "base"
-    label_keys = ()  # the hyperparameters a table label shows
+    label_keys = ()
     trains = False
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
-        return {"steps": 0}
+        return {"steps": 0, "resumed_from": 0, "flops": 0.0, "samples": 0, "wall_s": 0.0}
 
 
-def log_step(run_dir: Path, row: dict) -> None:
-    """Append one step's stats to run_dir/train_log.jsonl (line-buffered, so a crash keeps the log)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "train_log.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
+Base.__signature__ = inspect.Signature()
+
+
+# ---- checkpoints: a folder swapped in atomically ----
+def save_dir_atomic(final: Path, write) -> None:
+    """Write a checkpoint folder so that a kill at any moment leaves a complete one on disk.
+
+    `write(tmp)` fills final.tmp (each file fsynced); then final -> final.old, final.tmp -> final,
+    final.old removed. A folder cannot replace a non-empty one, hence the .old hop. Leftovers of a
+    killed save are cleared first: a stale .tmp is partial, and a stale .old is redundant whenever
+    `final` exists (`final` only ever appears complete), so neither can block this save.
+    """
+    final = Path(final)
+    tmp, old = final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write(tmp)
+    _fsync_dir(tmp)
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def latest_dir(final: Path, marker: str) -> Path | None:
+    """The complete checkpoint folder to resume from: `final`, else the `.old` a killed save left."""
+    final = Path(final)
+    for path in (final, final.with_name(final.name + ".old")):
+        if (path / marker).is_file():
+            return path
+    return None
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file written by a library (safetensors, torch.save) to disk before it is swapped in."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fsync_file(path)
+    except OSError:  # some filesystems do not fsync folders; the rename is still atomic
+        pass

@@ -5,13 +5,15 @@ decoding while the model is perturbed in place (theta + sigma * eps_n, every par
 Rewards are z-scored across the population and the update is
 theta <- theta + alpha / N * sum_n z_n * eps_n, with eps_n regenerated from its seed (never stored).
 
-Departures from the paper's reference code (all deliberate; see DESIGN.md):
-- Noise: an independent stream per (member seed, tensor index), not one seed for every tensor
-  (which gives identical noise to same-shaped tensors).
+Departures from the paper's reference code (all deliberate):
+- Noise: an independent stream per (member seed, tensor index), not one seed for every tensor,
+  which gives identical noise to every pair of same-shaped tensors (all q/k/v/o projections of a
+  layer, all layers' norms) and so correlates their updates.
 - Precision: an fp32 master copy of all parameters. Perturbation is computed in fp32 from the
   master and written into the working weights, restore copies the master back (bit-exact), and
   the update is applied to the master in fp32 then cast into the model (the reference code does
-  all three in bf16, so restore is inexact and sub-ulp updates vanish).
+  all three in bf16, so restore is inexact and drifts, and an update below half a bf16 ulp of
+  its weight is rounded away: with alpha=5e-4 most updates would vanish).
 - Reward is the task's reward on the completion only, never prompt+completion.
 - Stopping: the compute ledger (FLOPs or samples) stops training at an iteration boundary;
   `max_iterations` (the paper's 500) is only an upper bound.
@@ -22,8 +24,9 @@ Departures from the paper's reference code (all deliberate; see DESIGN.md):
 - `alpha_per_sigma` (not in the paper, which fixes alpha=5e-4): when set, alpha = sigma x alpha_per_sigma,
   so a sweep over sigma keeps the step-to-noise ratio fixed (the authors' later code uses 0.5).
   null (default) keeps `alpha` as given; the effective alpha is in the run record's train summary.
-- Checkpoint/resume (not in the paper): master weights + iteration + ledger totals; all randomness
+- Checkpoint/resume (not in the paper): master weights + iteration + ledger state; all randomness
   is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
+  Checkpoints are swapped in atomically and survive a kill at any point of a save.
 
     python -m harness method=es                  # train with ES
     python -m pytest tests/test_es.py -q         # tests
@@ -32,9 +35,7 @@ Departures from the paper's reference code (all deliberate; see DESIGN.md):
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -44,9 +45,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from harness.budget import Ledger
+from harness.steplog import StepStats
 from harness.flops import generation_flops
 from harness.policy import Policy, generate
-from methods.base import log_step
+from harness.records import write_text_atomic
+from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
 
 CKPT = "es_checkpoint"
@@ -165,15 +168,13 @@ def zscore(rewards: list[float]) -> list[float] | None:
 
 
 # ---- the method ----
-class ES:
+class ES(ConfiguredMethod):
     """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra)."""
 
     name = "es"
-    label_keys = ("sigma", "alpha")  # the hyperparameters a table label shows
+    label_keys = ("sigma", "alpha")
     trains = True
-
-    def __init__(self, **kwargs):
-        self.config = ESConfig(**kwargs)
+    config_class = ESConfig
 
     def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
         """Member seeds and prompt indices of one iteration: a pure function of (seed, iteration)."""
@@ -198,26 +199,23 @@ class ES:
         start = self._load_checkpoint(run_dir, names, master, ledger)
         restore(params, master)
         self._check_fits(policy, task, ledger, rows)
-        it, skipped, last = start, 0, {}
+        it, skipped, last = start, 0, None
+        ledger.start_clock()
         with torch.no_grad():
             while it < c.max_iterations and not ledger.exhausted:
                 last = self._iteration(it, policy, task, ledger, params, master, buf, rows, n_train)
-                skipped += last["skipped"]
+                skipped += last.extras["skipped"]
                 it += 1
-                log_step(run_dir, last)
-                print(f"es it {it:4d} reward {last['reward_mean']:.4f} max {last['reward_max']:.4f} "
-                      f"std {last['reward_std']:.4f} |upd| {last['update_norm']:.3e}"
-                      f"{' SKIP' if last['skipped'] else ''} "
-                      f"flops {ledger.flops:.3g} ({ledger.fraction:.0%}) gen {last['time_generate_s']:.2f}s "
-                      f"rew {last['time_reward_s']:.2f}s pert {last['time_perturb_restore_s']:.2f}s "
-                      f"upd {last['time_update_s']:.2f}s", flush=True)
                 if c.checkpoint_every and it % c.checkpoint_every == 0:
                     self._save_checkpoint(run_dir, it, names, master, ledger)
         self._save_checkpoint(run_dir, it, names, master, ledger)
-        return {"steps": it, "resumed_from": start, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
-                "last_reward_mean": last.get("reward_mean")}
+        ledger.close()
+        return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
+                "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
+                "last_reward_mean": last.reward_mean if last else None}
 
-    def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> dict:
+    def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> StepStats:
+        """One ES iteration; charges the ledger once the update is in the working weights."""
         c, t = self.config, {"generate": 0.0, "reward": 0.0, "perturb_restore": 0.0, "update": 0.0}
         t0 = time.perf_counter()
         seeds, idx = self._iteration_rng(it, n_train)
@@ -247,11 +245,11 @@ class ES:
             norm = es_update(master, seeds, z, c.alpha, buf)
             restore(params, master)  # cast the updated master into the working weights
         t["update"] = time.perf_counter() - a
-        ledger.charge(flops, c.population * len(idx), method="es", iteration=it + 1)
-        return {"iteration": it + 1, "reward_mean": statistics.fmean(rewards), "reward_max": max(rewards),
-                "reward_min": min(rewards), "reward_std": statistics.pstdev(rewards), "update_norm": norm,
-                "skipped": z is None, "flops": ledger.flops, "samples": ledger.samples,
-                "wall_s": time.perf_counter() - t0, **{f"time_{k}_s": v for k, v in t.items()}}
+        # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
+        return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
+                           iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norm,
+                           skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
+                           **{f"time_{k}_s": v for k, v in t.items()})
 
     def _check_fits(self, policy, task, ledger, rows) -> None:
         """Fail before any work when one iteration (worst case: every completion at max length) exceeds the budget."""
@@ -266,22 +264,19 @@ class ES:
 
     # ---- checkpoints: run_dir/es_checkpoint/{master.safetensors,state.json}, swapped in atomically ----
     def _save_checkpoint(self, run_dir: Path, iteration: int, names, master, ledger: Ledger) -> None:
-        final, tmp, old = run_dir / CKPT, run_dir / f"{CKPT}.tmp", run_dir / f"{CKPT}.old"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        save_file({n: m.detach().cpu().contiguous() for n, m in zip(names, master)}, str(tmp / "master.safetensors"))
         state = {"iteration": iteration, "config": asdict(self.config), "rng": "a pure function of (seed, iteration)",
-                 "ledger": {"flops": ledger.flops, "samples": ledger.samples, "steps": ledger.steps,
-                            "history": ledger.history}}
-        (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n")
-        if final.exists():
-            os.replace(final, old)  # a directory cannot replace a non-empty one: swap via .old
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
+                 "ledger": ledger.state_dict()}
+
+        def write(tmp: Path) -> None:
+            save_file({n: m.detach().cpu().contiguous() for n, m in zip(names, master)}, str(tmp / "master.safetensors"))
+            fsync_file(tmp / "master.safetensors")
+            write_text_atomic(tmp / "state.json", json.dumps(state, indent=1) + "\n")  # last: marks it complete
+
+        save_dir_atomic(run_dir / CKPT, write)
 
     def _load_checkpoint(self, run_dir: Path, names, master, ledger: Ledger) -> int:
-        """Load master weights and ledger totals if run_dir holds a checkpoint; return the iteration."""
-        path = next((p for p in (run_dir / CKPT, run_dir / f"{CKPT}.old") if (p / "state.json").exists()), None)
+        """Load master weights and ledger state if run_dir holds a checkpoint; return the iteration."""
+        path = latest_dir(run_dir / CKPT, "state.json")
         if path is None:
             return 0
         state = json.loads((path / "state.json").read_text())
@@ -296,8 +291,6 @@ class ES:
             raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")
         for n, m in zip(names, master):
             m.copy_(weights[n])
-        saved = state["ledger"]
-        ledger.flops, ledger.samples, ledger.steps, ledger.history = (
-            saved["flops"], saved["samples"], saved["steps"], saved["history"])
+        ledger.load_state_dict(state["ledger"])
         print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
         return state["iteration"]

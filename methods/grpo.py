@@ -11,9 +11,10 @@ evaluation time.
 Compute accounting. A wrapper around the task's reward records, for every completion TRL scored,
 the prompt's token count (the prompt string re-tokenised with the same call TRL makes,
 `tokenizer(text=prompts)`) and the length of the `completion_ids` TRL passes to reward functions
-(tokens decoded up to and including EOS). A `TrainerCallback` consumes them at each `on_step_end`,
-checks that their total equals TRL's own `state.num_input_tokens_seen` (raises otherwise), and
-charges the ledger (harness/flops.py conventions, real lengths, padding not charged):
+(tokens decoded up to and including EOS). The shared ledger callback (methods/trl_ledger.py) asks
+`_StepCost` for them after each optimizer step; it checks that their running total equals TRL's
+own `state.num_input_tokens_seen` (raises otherwise), and the ledger is charged
+(harness/flops.py conventions, real lengths, padding not charged):
 
     generation    prefill + every decoded token of the step's new completions
     reference     1 forward over prompt+completion of the new completions     (beta > 0)
@@ -29,6 +30,13 @@ is charged by the shared cost model: an overcount of 2 x vocab x hidden FLOPs pe
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
 update. samples = completions scored in the step. Training stops at the first step boundary where
 `ledger.exhausted`; `max_steps` is only a safety cap.
+
+Checkpoint/resume: every `checkpoint_every` steps TRL saves run_dir/trl/checkpoint-<step> (weights,
+optimizer, scheduler, RNG states, trainer state) and the ledger's state is written beside it; a run
+restarted with the same run_dir resumes from the newest complete checkpoint through TRL's
+`resume_from_checkpoint` (which also skips the prompts already used), with the same ledger totals.
+`checkpoint_every` must be a multiple of `num_iterations`, so a checkpoint never falls inside a
+generated batch that is still being reused (TRL regenerates after a resume).
 
 Departures from the paper's GRPO baseline (Qiu et al. 2025):
 - Compute is matched in FLOPs from real token counts, not in number of sample evaluations
@@ -49,22 +57,22 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
 """
 from __future__ import annotations
 
-import inspect
+import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import PretrainedConfig, TrainerCallback
+from transformers import PretrainedConfig
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from harness.budget import Ledger
 from harness.flops import forward_flops, generation_flops, train_flops
 from harness.policy import Policy
-from methods.base import log_step
+from methods.base import ConfiguredMethod
+from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
 from tasks.base import Task
 
 log = logging.getLogger(__name__)
@@ -98,6 +106,9 @@ class GRPOMethodConfig:
     max_steps: int = field(default=1_000_000, metadata={
         "help": "Safety cap on optimizer steps; the ledger normally stops training first."})
     seed: int = field(default=0, metadata={"help": "Seed of TRL's prompt order and sampling."})
+    checkpoint_every: int = field(default=0, metadata={
+        "help": "Steps between TRL checkpoints in run_dir/trl (resumed from automatically); 0 = none. "
+                "A multiple of num_iterations."})
 
     def __post_init__(self):
         if self.loss_type not in LOSS_TYPES:
@@ -118,6 +129,9 @@ class GRPOMethodConfig:
             raise ValueError(f"method.beta={self.beta} must be >= 0 (0 disables the KL term; paper grid: 1e-3, 5e-3)")
         if not self.temperature > 0:
             raise ValueError(f"method.temperature={self.temperature} must be > 0 (GRPO needs sampled completions)")
+        if self.checkpoint_every < 0 or self.checkpoint_every % self.num_iterations:
+            raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be 0 (no checkpoints) or a "
+                             f"positive multiple of method.num_iterations={self.num_iterations}")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"method.max_completion_length={self.max_completion_length} must be >= 1, or null "
                              "to use the task's max_new_tokens")
@@ -177,26 +191,17 @@ class _TokenRecorder:
         return out
 
 
-class _LedgerCallback(TrainerCallback):
-    """Charges the ledger after every optimizer step, stops training when it is spent, logs each step."""
+class _StepCost:
+    """The cost of the optimizer step that just ended, from the recorded token counts (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, recorder: _TokenRecorder, model_config: PretrainedConfig,
-                 run_dir: Path, *, reference: bool, old_logprobs: bool):
-        self.ledger, self.recorder, self.model_config, self.run_dir = ledger, recorder, model_config, run_dir
+    def __init__(self, recorder: _TokenRecorder, model_config: PretrainedConfig, *, reference: bool,
+                 old_logprobs: bool, tokens_counted: int = 0):
+        self.recorder, self.model_config = recorder, model_config
         self.reference, self.old_logprobs = reference, old_logprobs
         self.train_seq_lens: list[int] = []  # the batch the update trains on (reused when num_iterations > 1)
-        self.tokens_counted = 0
-        self.step: dict = {}
-        self.rewards: list[float] = []
-        self._t0 = self.t_start = time.perf_counter()
+        self.tokens_counted = tokens_counted  # TRL's num_input_tokens_seen at the checkpoint on resume
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.t_start = time.perf_counter()
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._t0 = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
+    def __call__(self, args, state) -> tuple[float, int, dict]:
         prompt, completion = self.recorder.take()
         if prompt:
             self.train_seq_lens = [p + c for p, c in zip(prompt, completion)]
@@ -208,33 +213,20 @@ class _LedgerCallback(TrainerCallback):
                 "(was the reward wrapper bypassed, or does this TRL version tokenise prompts differently?)")
         parts = step_flops(self.model_config, prompt, completion, self.train_seq_lens,
                            reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt))
-        self.ledger.charge(sum(parts.values()), samples=len(completion), method="grpo", **parts)
-        self.step = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
-                     "step_s": time.perf_counter() - self._t0}
-        if self.ledger.exhausted:
-            control.should_training_stop = True
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "train_runtime" in logs or not self.step:  # the end-of-training summary, not a step
-            return
-        step = self.step
-        reward = logs.get("reward")
-        if reward is not None and step["completion_tokens"]:
-            self.rewards.append(reward)
-        row = {"step": state.global_step, "flops": self.ledger.flops, "samples": self.ledger.samples,
-               "budget_fraction": self.ledger.fraction, "reward": reward, "reward_std": logs.get("reward_std"),
-               "loss": logs.get("loss"), "kl": logs.get("kl"), "lr": logs.get("learning_rate"),
-               "grad_norm": logs.get("grad_norm"), "completion_mean_len": logs.get("completions/mean_length"),
-               "trl_num_tokens": logs.get("num_tokens"), "wall_s": time.perf_counter() - self.t_start, **step}
-        log_step(self.run_dir, row)
-        kl = "-" if row["kl"] is None else f"{row['kl']:.2e}"
-        print(f"grpo step {row['step']:4d} | reward {_fmt(reward)} | loss {_fmt(row['loss'], '.3e')} | kl {kl} | "
-              f"{row['flops']:.3g} FLOPs ({100 * row['budget_fraction']:.0f}%) | {step['step_s']:.2f} s", flush=True)
-        self.step = {}
+        extras = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
+                  "tokens_seen": state.num_input_tokens_seen}
+        return sum(parts.values()), len(completion), extras
 
 
-def _fmt(x: float | None, spec: str = ".3f") -> str:
-    return "-" if x is None else format(x, spec)
+def trl_metrics(logs: dict) -> dict:
+    """TRL's GRPO log of one step, under the names the step log uses."""
+    return {"reward_mean": logs.get("reward"), "reward_std": logs.get("reward_std"), "loss": logs.get("loss"),
+            "kl": logs.get("kl"), "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
+            "completion_mean_len": logs.get("completions/mean_length"), "trl_num_tokens": logs.get("num_tokens")}
+
+
+def _request_save(control, state) -> None:
+    control.should_save = True  # TRL saves after logging the step; LedgerCallback.on_save adds the ledger
 
 
 def _warn_double_bos(tok, formatted_prompt: str) -> None:
@@ -244,21 +236,19 @@ def _warn_double_bos(tok, formatted_prompt: str) -> None:
                     "training prompts carry two BOS tokens (counted in the FLOPs)")
 
 
-class GRPO:
+class GRPO(ConfiguredMethod):
     """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
 
     name = "grpo"
-    label_keys = ("beta", "learning_rate")  # the hyperparameters a table label shows
+    label_keys = ("beta", "learning_rate")
     trains = True
-
-    def __init__(self, **hparams):
-        self.cfg = GRPOMethodConfig(**hparams)
+    config_class = GRPOMethodConfig
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         """Train `policy.model` in place with GRPO until `ledger` is spent; return a summary."""
-        cfg, run_dir = self.cfg, Path(run_dir)
+        cfg, run_dir = self.config, Path(run_dir)
         if ledger.exhausted:
-            return {"steps": 0}
+            return {"steps": 0, "resumed_from": 0, "flops": ledger.flops, "samples": ledger.samples, "wall_s": 0.0}
         model, tok = policy.model, policy.tokenizer
         dataset = task.load("train")
         prompts = [policy.format(p) for p in dataset["prompt"]]  # chat templates apply, as at evaluation
@@ -266,12 +256,21 @@ class GRPO:
         _warn_double_bos(tok, prompts[0])
         recorder = _TokenRecorder(tok)
         reward = recorder.wrap(task.reward, name=task.name)
-        args = self._trl_args(policy, run_dir, cfg.max_completion_length or task.max_new_tokens)
+        args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens)
         # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
-        ledger.check_step_fits(self._min_step_flops(model.config, tok, prompts, old_logprobs), "GRPO")
-        callback = _LedgerCallback(ledger, recorder, model.config, run_dir,
-                                   reference=cfg.beta > 0, old_logprobs=old_logprobs)
+        one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
+                    else self._min_step_flops(model.config, tok, prompts, old_logprobs))
+        ledger.check_step_fits(one_step, "GRPO")
+        checkpoint = last_complete_checkpoint(run_dir / "trl")
+        cost = _StepCost(recorder, model.config, reference=cfg.beta > 0, old_logprobs=old_logprobs)
+        if checkpoint is not None:
+            restore_ledger(ledger, checkpoint)
+            cost.tokens_counted = json.loads((checkpoint / "trainer_state.json").read_text())["num_input_tokens_seen"]
+            log.info("GRPO: resuming from %s at step %d", checkpoint, ledger.steps)
+        resumed_from = ledger.steps
+        callback = LedgerCallback(ledger, cost, trl_metrics, checkpoint_every=cfg.checkpoint_every,
+                                  checkpoint=_request_save)
 
         original_path = model.config.name_or_path
         if cfg.beta > 0:  # TRL rebuilds the reference model from the model's config path: point it at a copy
@@ -280,25 +279,27 @@ class GRPO:
             tok.save_pretrained(init_dir)
             model.config.name_or_path = str(init_dir)
         try:
-            trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                                  processing_class=tok, callbacks=[callback])
+            with tensorboard_dir(run_dir):
+                trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                                      processing_class=tok, callbacks=[callback])
         finally:
             model.config.name_or_path = original_path
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
         log.info("GRPO: %s", asdict(cfg))
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        ledger.close()
 
         policy.model = trainer.model
         policy.model.eval()
         tok.padding_side = "left"  # Policy.generate relies on it
-        return {"steps": trainer.state.global_step, "flops": ledger.flops, "samples": ledger.samples,
-                "reward_first": callback.rewards[0] if callback.rewards else None,
-                "reward_last": callback.rewards[-1] if callback.rewards else None,
-                "wall_s": time.perf_counter() - callback.t_start}
+        rewards = [s.reward_mean for s in ledger.history if s.samples and s.reward_mean is not None]
+        return {"steps": trainer.state.global_step, "resumed_from": resumed_from, "flops": ledger.flops,
+                "samples": ledger.samples, "wall_s": ledger.wall_s,
+                "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
 
-    def _trl_args(self, policy: Policy, run_dir: Path, max_completion_length: int) -> GRPOConfig:
-        cfg = self.cfg
+    def _trl_args(self, policy: Policy, ledger: Ledger, run_dir: Path, max_completion_length: int) -> GRPOConfig:
+        cfg = self.config
         on_cpu = policy.model.device.type == "cpu"
         batch = cfg.prompts_per_step * cfg.num_generations
         # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
@@ -309,7 +310,8 @@ class GRPO:
         dtype = str(policy.model.dtype).removeprefix("torch.")
         ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta and dtype != "float32" else {}
         return GRPOConfig(
-            output_dir=str(run_dir / "trl"), report_to="none", save_strategy="no", logging_steps=1,
+            # save_strategy "no": LedgerCallback asks for each checkpoint (every checkpoint_every ledger steps)
+            output_dir=str(run_dir / "trl"), report_to=report_to(ledger), save_strategy="no", logging_steps=1,
             disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,
             # TRL defaults both to True even on CPU, where bf16 autocast is slow and checkpointing useless.
             bf16=not on_cpu, **{checkpointing: cfg.gradient_checkpointing},
@@ -324,12 +326,9 @@ class GRPO:
     def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool) -> float:
         """A lower bound on one step's cost: shortest prompt, one-token completions."""
         shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
-        n = self.cfg.prompts_per_step * self.cfg.num_generations
+        n = self.config.prompts_per_step * self.config.num_generations
         parts = step_flops(config, [shortest] * n, [1] * n, [shortest + 1] * n,
-                           reference=self.cfg.beta > 0, old_logprobs=old_logprobs)
+                           reference=self.config.beta > 0, old_logprobs=old_logprobs)
         return sum(parts.values())
 
-
-# Config tests bind the YAML keys to this signature without building anything.
-GRPO.__signature__ = inspect.signature(GRPOMethodConfig)
 

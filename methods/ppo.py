@@ -20,6 +20,15 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
 - Generation stops at EOS (`stop_token="eos"`); tokens after EOS are padding and score nothing.
 - kl_coef (beta) 1e-3 and learning rate 1e-6 are the low corners of the paper's per-model grid
   (beta in {1e-3, 5e-3}, lr in {1e-6, 1e-5}); sweep them as the paper did.
+- Prompt order: batch b of the stream is a pure function of (seed, b) (a seeded permutation per
+  pass over the prompts) instead of TRL's DataLoader shuffle, so a resumed run continues the same
+  stream; and nothing draws from the global RNG between updates, so sampling resumes exactly.
+
+Checkpoint/resume: TRL 1.12's PPOTrainer has no `resume_from_checkpoint` (its `train()` restarts
+at update 1), so every `checkpoint_every` updates run_dir/ppo_checkpoint is written at the update
+boundary (policy, value model, optimizer, scheduler, python/numpy/torch RNG states, ledger state;
+swapped in atomically), and a run restarted with the same run_dir loads it after building the
+trainer, skips the prompt batches already used and continues with the same ledger totals.
 
     python -m harness method=ppo                 # train with PPO
     python -m pytest tests/test_ppo.py -q        # tests
@@ -27,7 +36,8 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
 from __future__ import annotations
 
 import copy
-import time
+import json
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,7 +45,8 @@ from types import SimpleNamespace
 import datasets
 import torch
 from torch import nn
-from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel, TrainerCallback, set_seed
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, PretrainedConfig, PreTrainedModel
+from transformers import set_seed
 from transformers.trainer_callback import PrinterCallback
 from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
@@ -43,8 +54,13 @@ from trl.experimental.utils import create_reference_model
 from harness.budget import Ledger
 from harness.flops import forward_flops, generation_flops, train_flops
 from harness.policy import Policy
-from methods.base import log_step
+from harness.records import write_text_atomic
+from harness.steplog import rng_state, set_rng_state
+from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
+from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir
 from tasks.base import Task
+
+CKPT = "ppo_checkpoint"
 
 
 @dataclass
@@ -65,11 +81,15 @@ class PPOMethodConfig:
     rollout_batch_size: int = field(default=64, metadata={"help": "sequences per no-grad generate/forward call "
                                                           "in the rollout (memory only, not the math)"})
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
+    checkpoint_every: int = field(default=0, metadata={"help": "updates between checkpoints in "
+                                                       "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
 
     def __post_init__(self):
         for name in ("num_ppo_epochs", "num_mini_batches", "prompts_per_step", "max_updates", "rollout_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be >= 0 (0 = no checkpoints)")
         if self.prompts_per_step % self.num_mini_batches:
             raise ValueError(f"method.prompts_per_step={self.prompts_per_step} is not a multiple of "
                              f"method.num_mini_batches={self.num_mini_batches}; make it one")
@@ -218,66 +238,62 @@ def make_value_model(policy_model: PreTrainedModel) -> PreTrainedModel:
     return value
 
 
-class _BudgetSpent(Exception):
-    """Raised at an update boundary once the ledger is exhausted (see _LedgerCallback)."""
+class _UpdateCost:
+    """The cost of the update that just ended, from the sequences the reward model scored in it."""
 
+    def __init__(self, reward_model: TaskRewardModel, config: PretrainedConfig):
+        self.reward_model, self.config = reward_model, config
 
-class _LedgerCallback(TrainerCallback):
-    """Charges the ledger after every PPO update, logs it, and stops training when the budget is spent.
-
-    TRL 1.12's `PPOTrainer.train()` calls `on_step_end` after each update but never reads
-    `control.should_training_stop` (its loop runs a precomputed number of updates). Rather than
-    copying its 300-line loop, the callback raises `_BudgetSpent` from `on_step_end`, which
-    `PPO.train` catches: the update (optimizer steps included) is complete at that point, and the
-    rest of the loop body only frees tensors, saves (disabled) and prints samples (disabled).
-    """
-
-    def __init__(self, reward_model: TaskRewardModel, ledger: Ledger, config: PretrainedConfig, run_dir: Path):
-        self.reward_model, self.ledger, self.config, self.run_dir = reward_model, ledger, config, run_dir
-        self.updates, self.last, self.t0 = 0, {}, time.perf_counter()
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.t0 = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
+    def __call__(self, args, state) -> tuple[float, int, dict]:
         scored = self.reward_model.drain()
         prompt_tokens = [s["prompt_tokens"] for s in scored]
         completion_tokens = [s["completion_tokens"] for s in scored]
         flops = update_flops(self.config, prompt_tokens, completion_tokens, args.num_ppo_epochs)
-        self.updates += 1
-        self.ledger.charge(flops["total"], len(scored), method="ppo", update=self.updates)
-        logs, now = state.log_history[-1], time.perf_counter()
         rewards = [s["reward"] for s in scored]
-        self.last = {
-            "update": self.updates, "reward_mean": sum(rewards) / len(rewards), "kl": logs["objective/kl"],
-            "entropy": logs["objective/entropy"], "policy_loss": logs["loss/policy_avg"],
-            "value_loss": logs["loss/value_avg"], "approxkl": logs["policy/approxkl_avg"],
-            "clipfrac": logs["policy/clipfrac_avg"], "lr": logs["lr"],
-            "completion_tokens_mean": sum(completion_tokens) / len(completion_tokens),
-            "step_flops": flops["total"], **{f"flops_{k}": v for k, v in flops.items() if k != "total"},
-            "flops": self.ledger.flops, "samples": self.ledger.samples, "wall_s": now - self.t0,
-        }
-        self.t0 = now
-        log_step(self.run_dir, self.last)
-        print(f"ppo upd {self.updates:4d} reward {self.last['reward_mean']:.4f} kl {self.last['kl']:.4f} "
-              f"pg {self.last['policy_loss']:.4f} vf {self.last['value_loss']:.4f} "
-              f"len {self.last['completion_tokens_mean']:.1f} flops {self.ledger.flops:.3g} "
-              f"({self.ledger.fraction:.0%}) {self.last['wall_s']:.2f}s", flush=True)
-        if self.ledger.exhausted:
-            control.should_training_stop = True  # for the record; TRL does not read it (see class docstring)
-            raise _BudgetSpent
+        return flops["total"], len(scored), {
+            "reward_mean": statistics.fmean(rewards), "reward_std": statistics.pstdev(rewards),
+            "completion_tokens_mean": statistics.fmean(completion_tokens), "step_flops": flops["total"],
+            **{f"flops_{k}": v for k, v in flops.items() if k != "total"}}
+
+
+def trl_metrics(logs: dict) -> dict:
+    """TRL's PPO log of one update, under the names the step log uses."""
+    names = {"kl": "objective/kl", "entropy": "objective/entropy", "policy_loss": "loss/policy_avg",
+             "value_loss": "loss/value_avg", "approxkl": "policy/approxkl_avg", "clipfrac": "policy/clipfrac_avg",
+             "lr": "lr"}
+    return {k: logs.get(v) for k, v in names.items()}
+
+
+class _PromptStream:
+    """Batches of prompt ids, batch b a pure function of (seed, b): a seeded permutation per pass.
+
+    Replaces PPOTrainer's shuffled DataLoader (whose order depends on the global RNG and on how
+    many batches were drawn) so a resumed run can start at batch `start` of the same stream, and
+    so iterating draws nothing from the global RNG that sampling uses.
+    """
+
+    def __init__(self, dataset, batch_size: int, collate, seed: int, start: int = 0):
+        self.dataset, self.batch_size, self.collate, self.seed, self.start = dataset, batch_size, collate, seed, start
+
+    def __iter__(self):
+        n, per_pass = len(self.dataset), len(self.dataset) // self.batch_size  # drop_last, as TRL's loader
+        b = self.start
+        while True:
+            epoch, i = divmod(b, per_pass)
+            perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
+            idx = perm[i * self.batch_size:(i + 1) * self.batch_size].tolist()
+            yield self.collate([self.dataset[j] for j in idx])
+            b += 1
 
 
 # ---- the method ----
-class PPO:
+class PPO(ConfiguredMethod):
     """PPO via TRL's PPOTrainer; hyperparameters in PPOMethodConfig (built by Hydra)."""
 
     name = "ppo"
-    label_keys = ("kl_coef", "learning_rate")  # the hyperparameters a table label shows
+    label_keys = ("kl_coef", "learning_rate")
     trains = True
-
-    def __init__(self, **kwargs):
-        self.config = PPOMethodConfig(**kwargs)
+    config_class = PPOMethodConfig
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         c, run_dir = self.config, Path(run_dir)
@@ -293,34 +309,78 @@ class PPO:
         prompt_ids = tok([policy.format(r["prompt"]) for r in rows], add_special_tokens=False)["input_ids"]
         self._check_fits(model.config, prompt_ids, ledger)
         reward_model = TaskRewardModel(task, tok, rows, prompt_ids)
-        callback = _LedgerCallback(reward_model, ledger, model.config, run_dir)
-        trainer = PPOTrainer(
-            args=self._trl_config(run_dir, c.response_length or task.max_new_tokens),
-            processing_class=tok, model=model, ref_model=create_reference_model(model),
-            reward_model=reward_model, value_model=make_value_model(model),
-            train_dataset=datasets.Dataset.from_dict({"input_ids": prompt_ids}), callbacks=[callback],
-        )
-        trainer.remove_callback(PrinterCallback)  # it prints TRL's metrics dict every update; we print one line
+        callback = LedgerCallback(ledger, _UpdateCost(reward_model, model.config), trl_metrics,
+                                  checkpoint_every=c.checkpoint_every, raise_when_spent=True)
+        dataset = datasets.Dataset.from_dict({"input_ids": prompt_ids})
+        checkpoint = latest_dir(run_dir / CKPT, "state.json")
+        done = json.loads((checkpoint / "state.json").read_text())["updates"] if checkpoint else 0
+        if done >= c.max_updates:
+            raise ValueError(f"{checkpoint} already holds method.max_updates={c.max_updates} updates; "
+                             "raise max_updates or use a fresh run_dir")
+        with tensorboard_dir(run_dir):
+            trainer = PPOTrainer(
+                args=self._trl_config(ledger, run_dir, c.response_length or task.max_new_tokens, done),
+                processing_class=tok, model=model, ref_model=create_reference_model(model),
+                reward_model=reward_model, value_model=make_value_model(model), train_dataset=dataset,
+                data_collator=DataCollatorWithPadding(tok), callbacks=[callback])
+        trainer.remove_callback(PrinterCallback)  # it prints TRL's metrics dict every update; ledger prints one line
+        trainer.dataloader = _PromptStream(dataset, c.prompts_per_step, trainer.data_collator, c.seed, start=done)
+        callback.checkpoint = lambda control, state: self._save_checkpoint(run_dir, trainer, ledger)
+        if checkpoint:
+            self._load_checkpoint(checkpoint, trainer, ledger)  # last: it restores the RNG states
         try:
             trainer.train()
-        except _BudgetSpent:
+        except BudgetSpent:
             pass
+        ledger.close()
         policy.model = trainer.accelerator.unwrap_model(trainer.model).policy.eval()
-        return {"steps": callback.updates, "last_reward_mean": callback.last.get("reward_mean"),
+        return {"steps": ledger.steps, "resumed_from": done, "flops": ledger.flops, "samples": ledger.samples,
+                "wall_s": ledger.wall_s, "last_reward_mean": ledger.history[-1].reward_mean if ledger.history else None,
                 "config": asdict(c)}
 
-    def _trl_config(self, run_dir: Path, response_length: int) -> PPOConfig:
+    def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int) -> PPOConfig:
         c = self.config
         return PPOConfig(
             output_dir=str(run_dir / "ppo"), learning_rate=c.learning_rate, kl_coef=c.kl_coef,
             num_ppo_epochs=c.num_ppo_epochs, num_mini_batches=c.num_mini_batches,
             per_device_train_batch_size=c.prompts_per_step, gradient_accumulation_steps=1,
-            total_episodes=c.max_updates * c.prompts_per_step, response_length=response_length,
+            total_episodes=(c.max_updates - done) * c.prompts_per_step, response_length=response_length,
             temperature=c.temperature, stop_token="eos", seed=c.seed,
             local_rollout_forward_batch_size=c.rollout_batch_size, lr_scheduler_type="constant",
-            bf16=False, fp16=False, report_to="none", save_strategy="no",
+            bf16=False, fp16=False, report_to=report_to(ledger), save_strategy="no",
             num_sample_generations=0, disable_tqdm=True,
         )
+
+    # ---- checkpoints at update boundaries (TRL's PPOTrainer cannot resume; see the module docstring) ----
+    def _save_checkpoint(self, run_dir: Path, trainer: PPOTrainer, ledger: Ledger) -> None:
+        wrapper = trainer.accelerator.unwrap_model(trainer.model)
+        state = {"updates": ledger.steps, "config": asdict(self.config), "ledger": ledger.state_dict()}
+
+        def write(tmp: Path) -> None:
+            torch.save({"policy": wrapper.policy.state_dict(), "value": wrapper.value_model.state_dict(),
+                        "optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.lr_scheduler.state_dict(),
+                        "rng": rng_state()}, tmp / "trainer.pt")
+            fsync_file(tmp / "trainer.pt")
+            write_text_atomic(tmp / "state.json", json.dumps(state) + "\n")  # last: marks it complete
+
+        save_dir_atomic(run_dir / CKPT, write)
+
+    def _load_checkpoint(self, path: Path, trainer: PPOTrainer, ledger: Ledger) -> None:
+        state = json.loads((path / "state.json").read_text())
+        loose = ("max_updates", "checkpoint_every", "rollout_batch_size")
+        mine, theirs = asdict(self.config), state["config"]
+        if any(mine[k] != theirs.get(k) for k in mine if k not in loose):
+            raise ValueError(f"{path} was written with PPO config {theirs}, but this run uses {mine}; "
+                             "use the same method settings to resume, or a fresh run_dir")
+        saved = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)  # RNG states live on CPU
+        wrapper = trainer.accelerator.unwrap_model(trainer.model)
+        wrapper.policy.load_state_dict(saved["policy"])
+        wrapper.value_model.load_state_dict(saved["value"])
+        trainer.optimizer.load_state_dict(saved["optimizer"])
+        trainer.lr_scheduler.load_state_dict(saved["scheduler"])
+        ledger.load_state_dict(state["ledger"])
+        set_rng_state(saved["rng"])
+        print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
 
     def _check_fits(self, config: PretrainedConfig, prompt_ids: list[list[int]], ledger: Ledger) -> None:
         """Fail before any work when even the cheapest possible update (shortest prompts, 1 token each) exceeds the budget.

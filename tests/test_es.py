@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+import json
+
 from harness.budget import BudgetError, Ledger
 from harness.chartok import build_char_tokenizer
 from harness.policy import Policy
+from harness.steplog import make_ledger
 from harness.zoo import ZOO, make_model
 from methods import es
 from tasks.countdown import Countdown
@@ -85,16 +88,22 @@ def test_noise_independent_per_tensor():
     assert not torch.equal(a, es.noise(8, 0, like))
 
 
+def logged(limit, run_dir) -> Ledger:
+    return make_ledger("samples", limit, run_dir, progress=False)
+
+
 def test_two_iterations_change_all_params_and_charge_ledger(tmp_path):
     policy = tiny_policy()
     before = snapshot(policy.model)
-    ledger = Ledger(limit=2 * N * P, kind="samples")
+    ledger = logged(2 * N * P, tmp_path)
     out = make_es().train(policy, TASK, ledger, tmp_path)
     assert out["steps"] == 2 and ledger.steps == 2
     assert ledger.flops > 0 and ledger.samples == 2 * N * P
     changed = [not torch.equal(p, b) for p, b in zip(params_of(policy.model), before)]
     assert all(changed), f"{changed.count(False)} tensors unchanged"
-    assert (tmp_path / "train_log.jsonl").read_text().count("\n") == 2
+    rows = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and rows[-1]["samples"] == 2 * N * P
+    assert rows[0]["extras"]["sigma"] == 0.1 and rows[0]["reward_mean"] is not None
     # a budget of one iteration stops after one
     ledger = Ledger(limit=N * P, kind="samples")
     assert make_es().train(tiny_policy(), TASK, ledger, tmp_path / "one")["steps"] == 1
@@ -107,18 +116,42 @@ def test_resume_is_bit_identical(tmp_path):
     make_es(checkpoint_every=1).train(full, TASK, Ledger(limit=3 * N * P, kind="samples"), tmp_path / "full")
     part = tiny_policy()
     make_es(checkpoint_every=1).train(part, TASK, Ledger(limit=2 * N * P, kind="samples"), tmp_path / "part")
-    resumed, ledger = tiny_policy(), Ledger(limit=3 * N * P, kind="samples")
+    resumed, ledger = tiny_policy(), logged(3 * N * P, tmp_path / "part")
     out = make_es(checkpoint_every=1).train(resumed, TASK, ledger, tmp_path / "part")
     assert out["resumed_from"] == 2 and out["steps"] == 3 and ledger.samples == 3 * N * P
     assert all(torch.equal(a, b) for a, b in zip(params_of(full.model), params_of(resumed.model)))
     assert not any((tmp_path / "part").glob("es_checkpoint.*"))  # no temp or old dirs left behind
+    rows = [json.loads(line) for line in (tmp_path / "part" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]  # the restored history, then the new step
+
+
+def test_leftovers_of_a_killed_save_do_not_block_saving(tmp_path):
+    """A kill between the swaps of a save leaves es_checkpoint.old (and .tmp) behind; later saves must work."""
+    make_es(checkpoint_every=1).train(tiny_policy(), TASK, Ledger(limit=N * P, kind="samples"), tmp_path)
+    ckpt = tmp_path / "es_checkpoint"
+    for leftover in ("es_checkpoint.old", "es_checkpoint.tmp"):
+        (tmp_path / leftover).mkdir()
+        (tmp_path / leftover / "junk").write_text("from a killed save")
+    out = make_es(checkpoint_every=1).train(tiny_policy(), TASK, Ledger(limit=2 * N * P, kind="samples"), tmp_path)
+    assert out["resumed_from"] == 1 and out["steps"] == 2
+    assert json.loads((ckpt / "state.json").read_text())["iteration"] == 2
+    # killed after es_checkpoint -> .old but before .tmp -> es_checkpoint: resume from .old
+    ckpt.rename(tmp_path / "es_checkpoint.old")
+    out = make_es(checkpoint_every=1).train(tiny_policy(), TASK, Ledger(limit=3 * N * P, kind="samples"), tmp_path)
+    assert out["resumed_from"] == 2 and out["steps"] == 3 and not (tmp_path / "es_checkpoint.old").exists()
+
+
+def test_method_is_data_and_rejects_unknown_keys():
+    assert (es.ES.name, es.ES.label_keys, es.ES.trains) == ("es", ("sigma", "alpha"), True)
+    with pytest.raises(TypeError, match="no hyperparameter 'sigmaa'; valid: population, sigma"):
+        es.ES(sigmaa=1e-3)
 
 
 def test_identical_rewards_skip_update(tmp_path, monkeypatch):
     policy = tiny_policy()
     before = snapshot(policy.model)
     monkeypatch.setattr(TASK, "reward", lambda completions, **_: [0.5] * len(completions))
-    make_es().train(policy, TASK, Ledger(limit=N * P, kind="samples"), tmp_path)
+    make_es().train(policy, TASK, logged(N * P, tmp_path), tmp_path)
     assert all(torch.equal(p, b) for p, b in zip(params_of(policy.model), before))
     assert '"skipped": true' in (tmp_path / "train_log.jsonl").read_text()
 

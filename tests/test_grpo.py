@@ -15,6 +15,7 @@ from harness.budget import BudgetError, Ledger
 from harness.chartok import build_char_tokenizer
 from harness.flops import forward_flops, generation_flops
 from harness.policy import Policy
+from harness.steplog import make_ledger
 from harness.zoo import ZOO, make_model
 from methods.grpo import GRPO, GRPOMethodConfig
 from tasks.countdown import Countdown
@@ -44,8 +45,10 @@ def run(tmp_path, ledger=None, policy=None, **overrides):
     policy = policy or tiny_policy()
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     ledger = ledger or Ledger(limit=1e18)
+    ledger.listeners = make_ledger(ledger.kind, ledger.limit, tmp_path, progress=False).listeners
     summary = GRPO(**{**HP, **overrides}).train(policy, DigitCountdown(n_train=64), ledger, tmp_path)
-    rows = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    rows = [{**r, **r["extras"]} for r in logged]  # the method's numbers are the StepStats' extras
     return policy, before, ledger, rows, summary
 
 
@@ -77,7 +80,8 @@ def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
         assert len(row["prompt_tokens"]) == len(row["completion_tokens"]) == BATCH
         assert all(1 <= c <= 8 for c in row["completion_tokens"])
         seen += sum(row["prompt_tokens"]) + sum(row["completion_tokens"])
-        assert seen == row["trl_num_tokens"]  # TRL's own prompt+completion token total
+        assert seen == row["trl_num_tokens"] == row["tokens_seen"]  # TRL's own prompt+completion token total
+        assert charged.flops == pytest.approx(row["flops"]) and row["reward_mean"] is not None
         mean_len = sum(row["completion_tokens"]) / BATCH
         assert mean_len == pytest.approx(row["completion_mean_len"])
         assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=3))
@@ -85,7 +89,7 @@ def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
 
 
 def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path):
-    first_step = two_steps[2].history[0]["flops"]
+    first_step = two_steps[2].history[0].flops
     _, _, ledger, rows, summary = run(tmp_path, ledger=Ledger(limit=0.9 * first_step))
     assert summary["steps"] == ledger.steps == len(rows) == 1
     assert ledger.exhausted and ledger.samples == BATCH
@@ -103,7 +107,7 @@ def test_beta_builds_reference_from_saved_initial_model(tmp_path):
     # Before the first update the policy equals the reference, so a reference built from the saved
     # initial weights gives KL 0 (a different model would not).
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)
-    assert ledger.history[0]["reference"] > 0
+    assert ledger.history[0].extras["flops_step"]["reference"] > 0
     row, cfg = rows[0], policy.model.config
     scoring = sum(forward_flops(cfg, p + c) for p, c in zip(row["prompt_tokens"], row["completion_tokens"]))
     assert row["flops_step"]["reference"] == pytest.approx(scoring)
@@ -135,7 +139,14 @@ def test_prompts_go_through_the_chat_template(tmp_path):
     (dict(num_generations=1), "at least 2"),
     (dict(gradient_accumulation_steps=3), "must divide"),
     (dict(learning_rate=0.0), "must be > 0"),
+    (dict(num_iterations=2, checkpoint_every=3), "multiple of method.num_iterations"),
 ])
 def test_config_validation_names_the_fix(bad, message):
     with pytest.raises(ValueError, match=message):
         GRPOMethodConfig(**bad)
+
+
+def test_method_is_data_and_rejects_unknown_keys():
+    assert (GRPO.name, GRPO.label_keys, GRPO.trains) == ("grpo", ("beta", "learning_rate"), True)
+    with pytest.raises(TypeError, match="grpo has no hyperparameter 'lr'; valid: learning_rate, beta"):
+        GRPO(lr=1e-5)

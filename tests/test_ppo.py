@@ -15,6 +15,7 @@ from harness.budget import BudgetError, Ledger
 from harness.chartok import build_char_tokenizer
 from harness.flops import forward_flops, generation_flops
 from harness.policy import Policy
+from harness.steplog import make_ledger
 from harness.zoo import ZOO, make_model
 from methods.ppo import PPO, TaskRewardModel, make_value_model, update_flops
 from tasks.countdown import Countdown
@@ -92,7 +93,7 @@ def test_two_updates_train_and_charge(tok, tmp_path):
     policy = tiny_policy(tok)
     before = [p.detach().clone() for p in policy.model.parameters()]
     task = Countdown(n_train=16, max_new_tokens=8)
-    ledger = Ledger(limit=8, kind="samples")  # 2 updates x 4 prompts
+    ledger = make_ledger("samples", 8, tmp_path, progress=False)  # 2 updates x 4 prompts
     out = PPO(prompts_per_step=4, learning_rate=1e-3, num_ppo_epochs=2, num_mini_batches=2).train(
         policy, task, ledger, tmp_path)
     assert out["steps"] == 2 and ledger.steps == 2 and ledger.samples == 8
@@ -100,8 +101,10 @@ def test_two_updates_train_and_charge(tok, tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(before, policy.model.parameters()))
     assert not policy.model.training
     log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
-    assert len(log) == 2 and sum(r["step_flops"] for r in log) == pytest.approx(ledger.flops)
-    assert all(1 <= r["completion_tokens_mean"] <= 8 for r in log)
+    assert [r["step"] for r in log] == [1, 2] and log[-1]["flops"] == pytest.approx(ledger.flops)
+    assert sum(r["extras"]["step_flops"] for r in log) == pytest.approx(ledger.flops)
+    assert all(1 <= r["extras"]["completion_tokens_mean"] <= 8 for r in log)
+    assert all(0 <= r["reward_mean"] <= 1 and r["extras"]["kl"] is not None for r in log)
 
 
 def test_tiny_budget_stops_after_one_update(tok, tmp_path):
@@ -120,3 +123,6 @@ def test_tiny_budget_stops_after_one_update(tok, tmp_path):
 def test_config_fails_early():
     with pytest.raises(ValueError, match="multiple of"):
         PPO(prompts_per_step=6, num_mini_batches=4)
+    with pytest.raises(TypeError, match="ppo has no hyperparameter 'beta'; valid: kl_coef, learning_rate"):
+        PPO(beta=1e-3)
+    assert (PPO.name, PPO.label_keys, PPO.trains) == ("ppo", ("kl_coef", "learning_rate"), True)

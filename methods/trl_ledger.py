@@ -1,0 +1,142 @@
+"""The one TrainerCallback GRPO and PPO share: charge the ledger per optimizer step, stop, checkpoint.
+
+TRL trainers report a step in two events whose order differs: GRPOTrainer (the HF Trainer loop)
+calls `on_step_end`, then logs the step's metrics (`on_log`); PPOTrainer logs first, then calls
+`on_step_end`. The callback pairs the two for the same `global_step` and calls `ledger.step`
+once both are in, so every StepStats carries the real cost (from the method's `cost` function,
+which counts tokens) and TRL's own metrics (from `metrics`). A step whose log never comes (a
+logging interval > 1, the end of training) is still charged, without metrics.
+
+Stopping: at the first step boundary where the ledger is exhausted the callback sets
+`control.should_training_stop`; PPOTrainer never reads it, so with `raise_when_spent` it raises
+`BudgetSpent` instead, which the method catches (the update is complete at that point).
+
+Checkpoints (every `checkpoint_every` ledger steps, never once the budget is spent: a finished
+run's weights are its result, not a restart point): the callback calls `checkpoint(control,
+state)`. GRPO's asks TRL to save (`control.should_save`) and `on_save` then writes the ledger's
+state beside TRL's files, atomically and last, so a checkpoint folder counts as complete only
+once ledger.json is in it; older checkpoint folders are removed after that, never before.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from transformers import TrainerCallback
+
+from harness.budget import Ledger
+from harness.records import write_text_atomic
+
+LEDGER_FILE = "ledger.json"
+_CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+# cost(args, state) -> (flops, samples, extras); metrics(logs) -> {"reward_mean", "reward_std", **extras}
+Cost = Callable[..., tuple[float, int, dict]]
+Metrics = Callable[[dict], dict]
+
+
+class BudgetSpent(Exception):
+    """Raised at an update boundary once the ledger is exhausted, for trainers that ignore should_training_stop."""
+
+
+class LedgerCallback(TrainerCallback):
+    """Charges `ledger` once per optimizer step (see the module docstring)."""
+
+    def __init__(self, ledger: Ledger, cost: Cost, metrics: Metrics, *, checkpoint_every: int = 0,
+                 checkpoint: Callable | None = None, raise_when_spent: bool = False):
+        self.ledger, self.cost, self.metrics = ledger, cost, metrics
+        self.checkpoint_every, self.checkpoint, self.raise_when_spent = checkpoint_every, checkpoint, raise_when_spent
+        self._charge: tuple[int, tuple] | None = None  # (global_step, cost) awaiting the step's log
+        self._logs: tuple[int, dict] | None = None  # (global_step, logs) awaiting the step's cost
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.ledger.start_clock()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._charge is not None:  # the previous step's log never came: charge it without metrics
+            self._commit(state, control, {})
+        self._charge = (state.global_step, self.cost(args, state))
+        self._commit_if_complete(state, control)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "train_runtime" in logs:  # the end-of-training summary, not a step
+            return
+        self._logs = (state.global_step, logs)
+        self._commit_if_complete(state, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._charge is not None:  # a step whose log never came
+            self._commit(state, control, {})
+
+    def on_save(self, args, state, control, **kwargs):
+        """TRL wrote checkpoint-<global_step>; add the ledger state (marks it complete), drop older ones."""
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        write_text_atomic(folder / LEDGER_FILE, json.dumps({"ledger": self.ledger.state_dict()}) + "\n")
+        for old in checkpoints(Path(args.output_dir)):
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def _commit_if_complete(self, state, control) -> None:
+        if self._charge is not None and self._logs is not None and self._logs[0] == self._charge[0]:
+            self._commit(state, control, self._logs[1])
+
+    def _commit(self, state, control, logs: dict) -> None:
+        flops, samples, extras = self._charge[1]
+        self._charge, self._logs = None, None
+        fields = {**extras, **(self.metrics(logs) if logs else {})}
+        reward_mean, reward_std = fields.pop("reward_mean", None), fields.pop("reward_std", None)
+        self.ledger.step(flops, samples, reward_mean, reward_std, **fields)
+        if self.ledger.exhausted:
+            control.should_training_stop = True
+            if self.raise_when_spent:
+                raise BudgetSpent
+        elif self.checkpoint_every and self.checkpoint and self.ledger.steps % self.checkpoint_every == 0:
+            self.checkpoint(control, state)
+
+
+def checkpoints(output_dir: Path) -> list[Path]:
+    """TRL's checkpoint-<step> folders under output_dir, oldest first."""
+    if not output_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in output_dir.iterdir() if (m := _CKPT.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
+
+
+def last_complete_checkpoint(output_dir: Path) -> Path | None:
+    """The newest checkpoint folder holding ledger.json (one without it was cut short by a kill)."""
+    done = [p for p in checkpoints(output_dir) if (p / LEDGER_FILE).is_file()]
+    return done[-1] if done else None
+
+
+def restore_ledger(ledger: Ledger, checkpoint: Path) -> None:
+    ledger.load_state_dict(json.loads((checkpoint / LEDGER_FILE).read_text())["ledger"])
+
+
+def report_to(ledger: Ledger) -> list[str]:
+    """TRL's `report_to`: the ledger's tracker, so TRL's native metrics land beside the ledger's.
+
+    W&B is kept offline unless WANDB_MODE says otherwise, so no run needs network.
+    """
+    if ledger.report_to == "wandb":
+        os.environ.setdefault("WANDB_MODE", "offline")
+        os.environ.setdefault("WANDB_PROJECT", "esbench")
+    return [] if ledger.report_to == "none" else [ledger.report_to]
+
+
+@contextlib.contextmanager
+def tensorboard_dir(run_dir: Path):
+    """TRL's TensorBoard callback reads its folder from TENSORBOARD_LOGGING_DIR when the trainer is built."""
+    old = os.environ.get("TENSORBOARD_LOGGING_DIR")
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(Path(run_dir) / "tensorboard" / "trl")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
+        else:
+            os.environ["TENSORBOARD_LOGGING_DIR"] = old

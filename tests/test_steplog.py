@@ -1,0 +1,140 @@
+"""The one step log (harness/budget.py Ledger.step, harness/steplog.py listeners).
+
+    python -m pytest tests/test_steplog.py -q
+"""
+from __future__ import annotations
+
+import builtins
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from harness.budget import BudgetError, Ledger
+from harness.steplog import EvalEvery, JsonlLog, StepStats, Tracker, make_ledger
+
+torch.set_num_threads(1)
+
+
+def test_step_charges_records_and_broadcasts():
+    seen = []
+    ledger = Ledger(limit=100, kind="samples", listeners=[lambda led, s: seen.append((led.steps, s))])
+    ledger.start_clock()
+    a = ledger.step(1e6, 10, reward_mean=np.float32(0.5), reward_std=None, sigma=0.1)
+    b = ledger.step(2e6, 10)
+    assert isinstance(a, StepStats) and (a.step, a.flops, a.samples, a.extras) == (1, 1e6, 10, {"sigma": 0.1})
+    assert type(a.reward_mean) is float and a.reward_std is None
+    assert (b.step, b.flops, b.samples) == (2, 3e6, 20) and b.wall_s >= a.wall_s >= 0
+    assert ledger.history == [a, b] and seen == [(1, a), (2, b)]
+    assert ledger.fraction == 0.2 and not ledger.exhausted
+
+
+def test_state_dict_round_trip_keeps_wall_time_and_history():
+    ledger = Ledger(limit=1e9)
+    ledger.step(1e6, 4, 0.1, 0.01, loss=1.0)
+    ledger.wall_s = 12.5  # as if an earlier process had trained 12.5 s
+    state = json.loads(json.dumps(ledger.state_dict()))  # what a checkpoint holds
+    again = Ledger(limit=1e9)
+    again.load_state_dict(state)
+    assert (again.steps, again.flops, again.samples, again.wall_s) == (1, 1e6, 4, 12.5)
+    assert again.history == ledger.history
+    again.start_clock()
+    assert again.step(1e6, 4).wall_s >= 12.5  # train time accumulates across processes
+    with pytest.raises(BudgetError, match="budget.kind"):
+        Ledger(limit=10, kind="samples").load_state_dict(state)
+
+
+def test_jsonl_log_is_rewritten_from_history_on_resume(tmp_path):
+    first = Ledger(limit=10, kind="samples", listeners=[JsonlLog(tmp_path)])
+    for _ in range(3):
+        first.step(1.0, 1)
+    checkpoint = first.state_dict()
+    first.step(1.0, 1)  # logged, then the process is killed before the next checkpoint
+    resumed = Ledger(limit=10, kind="samples", listeners=[JsonlLog(tmp_path)])
+    resumed.load_state_dict(checkpoint)
+    resumed.step(1.0, 1)
+    steps = [json.loads(line)["step"] for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+    # a fresh run in a folder holding an old log starts a new one
+    fresh = Ledger(limit=10, kind="samples", listeners=[JsonlLog(tmp_path)])
+    fresh.step(1.0, 1)
+    assert (tmp_path / "train_log.jsonl").read_text().count("\n") == 1
+
+
+def test_eval_every_fires_at_each_crossing_and_at_the_end_without_touching_training():
+    model = torch.nn.Linear(2, 2).train()
+    calls = []
+
+    def fn():
+        calls.append(model.training)
+        torch.rand(3), np.random.rand()  # evaluation draws random numbers ...
+        return {"acc": len(calls) / 10}
+
+    ledger = Ledger(limit=10, kind="samples")
+    ledger.listeners = [EvalEvery(0.25, fn, model)]
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    for samples in (2, 2, 4, 1, 3):  # fractions 0.2, 0.4, 0.8, 0.9, 1.2
+        ledger.step(0.0, samples)
+    assert torch.equal(torch.rand(1), expected)  # ... but training sees the same RNG stream
+    assert calls == [False] * 3 and model.training  # eval mode inside, training mode restored
+    assert [e["step"] for e in ledger.evals] == [2, 3, 5]  # 0.25 crossed at 2, 0.5 and 0.75 at 3 (once), end at 5
+    assert set(ledger.evals[0]) >= {"step", "flops", "samples", "fraction", "acc", "eval_s"}
+    ledger.close()
+    assert len(ledger.evals) == 3  # the end was already evaluated
+    capped = Ledger(limit=10, kind="samples")
+    capped.listeners = [EvalEvery(0.5, fn, model)]
+    capped.step(0.0, 1)
+    capped.close()  # training stopped by a step cap before the budget: the final weights are evaluated
+    assert [e["step"] for e in capped.evals] == [1]
+
+
+def test_make_ledger_and_tracker_fail_in_one_line(monkeypatch, tmp_path):
+    with pytest.raises(BudgetError, match="budget.flops is not set"):
+        make_ledger("flops", None, tmp_path)
+    with pytest.raises(ValueError, match="logger='mlflow' is unknown; use one of none, tensorboard, wandb"):
+        make_ledger("flops", 1e9, tmp_path, logger="mlflow")
+    with pytest.raises(ValueError, match="together"):
+        make_ledger("flops", 1e9, tmp_path, eval_fn=dict)
+    real_import = builtins.__import__
+
+    def no_wandb(name, *args, **kwargs):
+        if name == "wandb":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(ImportError, match="^logger=wandb needs the wandb package: pip install wandb$"):
+        Tracker("wandb", tmp_path)
+    ledger = make_ledger("samples", 5, tmp_path, eval_fn=dict, eval_every_fraction=0.5, model=torch.nn.Linear(1, 1))
+    assert [type(x).__name__ for x in ledger.listeners] == ["JsonlLog", "Progress", "EvalEvery"]
+
+
+def test_tensorboard_events_hold_step_stats_against_flops(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.test_es import N, P, TASK, make_es, params_of, tiny_policy
+
+    policy = tiny_policy()
+    seen = []
+
+    def eval_fn():  # records the weights evaluation sees
+        seen.append([p.detach().clone() for p in params_of(policy.model)])
+        return {"val_acc": 0.5}
+
+    ledger = make_ledger("samples", 2 * N * P, tmp_path, logger="tensorboard", eval_fn=eval_fn,
+                         eval_every_fraction=0.5, model=policy.model)
+    make_es(checkpoint_every=0).train(policy, TASK, ledger, tmp_path)
+    # ES evaluates the updated, unperturbed weights: the last evaluation saw the final weights
+    assert len(seen) == 2 and all(torch.equal(a, b) for a, b in zip(seen[-1], params_of(policy.model)))
+    events = EventAccumulator(str(tmp_path / "tensorboard" / "ledger")).Reload()
+    tags = events.Tags()["scalars"]
+    assert {"train/reward_mean", "train/reward_std", "train/samples", "train/sigma", "train/update_norm",
+            "eval/val_acc"} <= set(tags)
+    rewards = events.Scalars("train/reward_mean")
+    assert [e.step for e in rewards] == [round(s.flops / 1e6) for s in ledger.history]  # x-axis: MFLOPs
+    assert [e.value for e in rewards] == pytest.approx([s.reward_mean for s in ledger.history])
+    assert [e.value for e in events.Scalars("train/samples")] == [N * P, 2 * N * P]
