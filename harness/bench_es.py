@@ -10,7 +10,6 @@ stay under ~10% of an iteration: generation is the work that buys the reward sig
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 from pathlib import Path
@@ -35,7 +34,7 @@ def bench(model: str, iterations: int, population: int, prompts: int, max_new_to
     with tempfile.TemporaryDirectory() as run_dir:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
         method.train(policy, task, ledger, Path(run_dir))
-        return [json.loads(line) for line in (Path(run_dir) / "train_log.jsonl").read_text().splitlines()]
+        return [{**s.extras, "wall_s": s.extras["step_s"]} for s in ledger.history]
 
 
 def report(rows: list[dict]) -> str:

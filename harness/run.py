@@ -10,7 +10,6 @@ import logging
 import random
 import time
 import traceback
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +17,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.budget import BudgetError, Ledger
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
 from harness.records import Record, new_record, write_record
+from harness.steplog import make_ledger
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -48,18 +47,23 @@ class Terminated(BaseException):
     """SIGTERM arrived (what `timeout` and Slurm send): the run's record says interrupted, not failed."""
 
 
-def make_ledger(budget: DictConfig) -> Ledger:
-    limit = budget.get(budget.kind) if budget.kind in ("flops", "samples") else None
-    if limit is None:
-        raise BudgetError(f"budget.kind={budget.kind} but budget.{budget.kind} is not set; set it, e.g. "
-                          f"budget.{budget.kind}=1e12")
-    return Ledger(float(limit), budget.kind)
-
-
 def default_label(method, cfg: DictConfig) -> str:
     """"es sigma=0.01 alpha=0.005": the method's name and the hyperparameters it declares as label keys."""
     keys = [k for k in method.label_keys if k in cfg.method]
-    return method.name if not keys else f"{method.name} " + " ".join(f"{k}={cfg.method[k]:g}" for k in keys)
+    return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys)])
+
+
+def curve_evaluation(eval_cfg: EvalConfig, policy, task) -> dict:
+    """make_ledger's learning-curve arguments: validation greedy accuracy every `every_flops_fraction`
+    of the budget, on a fixed prompt subset (recorded, never charged), or nothing when it is off."""
+    if not eval_cfg.every_flops_fraction:
+        return {}
+    curve_cfg = eval_cfg.for_curve()
+
+    def fn() -> dict:
+        res = evaluate(policy, task, "validation", curve_cfg)
+        return {k: res.metrics[k]["mean"] for k in ("greedy_acc", "greedy_reward") if k in res.metrics}
+    return {"eval_fn": fn, "eval_every_fraction": eval_cfg.every_flops_fraction, "model": policy.model}
 
 
 def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
@@ -93,12 +97,14 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
-        ledger = make_ledger(cfg.budget)
+        ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
+                             **curve_evaluation(eval_cfg, policy, task))
         record.train = method.train(policy, task, ledger, run_dir) or {}
-        train_s = time.time() - start
         record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                          "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
-        record.steps = [asdict(s) if is_dataclass(s) else dict(s) for s in ledger.history]
+        record.steps = [s.to_dict() for s in ledger.history]
+        record.curve = list(ledger.evals)
+        train_s = ledger.wall_s  # summed over every process of a resumed run
         reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
         for split in cfg.eval_splits:
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference)
@@ -109,7 +115,8 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             res = evaluate(policy, build_task(name), "test", eval_cfg, reference)
             record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
-        record.wall_s = {"train": round(train_s, 1), "total": round(time.time() - start, 1)}
+        record.wall_s = {"train": round(train_s, 1), "total": round(time.time() - start, 1),
+                         "curve_eval": round(sum(e.get("eval_s", 0) for e in record.curve), 1)}
         record.status = "ok"
     except BaseException as e:  # keep a record of every failure, then let it propagate
         interrupted = isinstance(e, (KeyboardInterrupt, Terminated))

@@ -114,6 +114,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"seed={seed!r} must be an int{hint}")
     if not (_is_int(cfg.get("threads")) and cfg.threads >= 1):
         raise ConfigError(f"threads={cfg.get('threads')!r} must be an int >= 1")
+    if cfg.get("logger") not in ("none", "tensorboard", "wandb"):
+        raise ConfigError(f"logger={cfg.get('logger')!r} is unknown; use none, tensorboard or wandb")
     if cfg.get("device") not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device={cfg.get('device')!r} is unknown; use auto, cpu or cuda")
     bad = [s for s in cfg.get("eval_splits") or [] if s not in ("train", "validation", "test")]

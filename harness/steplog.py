@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import torch
 
-from harness.records import write_text_atomic
+from harness.schema import ConfigError
+
+from harness.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from harness.budget import Ledger
@@ -175,7 +177,7 @@ def _require(kind: str) -> None:
     try:
         __import__(module)
     except ImportError:
-        raise ImportError(f"logger={kind} needs the {module} package: pip install {module}") from None
+        raise ConfigError(f"logger={kind} needs the {module} package: pip install {module}") from None
 
 
 def _is_number(v) -> bool:

@@ -48,7 +48,7 @@ from harness.budget import Ledger
 from harness.steplog import StepStats
 from harness.flops import generation_flops
 from harness.policy import Policy, generate
-from harness.records import write_text_atomic
+from harness.atomic import write_text_atomic
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
 

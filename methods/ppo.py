@@ -54,7 +54,7 @@ from trl.experimental.utils import create_reference_model
 from harness.budget import Ledger
 from harness.flops import forward_flops, generation_flops, train_flops
 from harness.policy import Policy
-from harness.records import write_text_atomic
+from harness.atomic import write_text_atomic
 from harness.steplog import rng_state, set_rng_state
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir

@@ -30,7 +30,7 @@ from typing import Callable
 from transformers import TrainerCallback
 
 from harness.budget import Ledger
-from harness.records import write_text_atomic
+from harness.atomic import write_text_atomic
 
 LEDGER_FILE = "ledger.json"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.budget import BudgetError, Ledger
+from harness.schema import ConfigError
 from harness.steplog import EvalEvery, JsonlLog, StepStats, Tracker, make_ledger
 
 torch.set_num_threads(1)
@@ -106,7 +107,7 @@ def test_make_ledger_and_tracker_fail_in_one_line(monkeypatch, tmp_path):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_wandb)
-    with pytest.raises(ImportError, match="^logger=wandb needs the wandb package: pip install wandb$"):
+    with pytest.raises(ConfigError, match="^logger=wandb needs the wandb package: pip install wandb$"):
         Tracker("wandb", tmp_path)
     ledger = make_ledger("samples", 5, tmp_path, eval_fn=dict, eval_every_fraction=0.5, model=torch.nn.Linear(1, 1))
     assert [type(x).__name__ for x in ledger.listeners] == ["JsonlLog", "Progress", "EvalEvery"]
