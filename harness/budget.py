@@ -14,14 +14,33 @@ log free of repeated steps.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from harness.steplog import StepStats
 
 
 class BudgetError(ValueError):
     """The budget cannot buy even one step; the message says how large it must be."""
+
+
+@dataclass
+class StepStats:
+    """One training step as every method reports it.
+
+    flops and samples are cumulative after the step, wall_s is cumulative training time (across
+    resumed processes, evaluation excluded); method-specific numbers go under `extras`.
+    """
+
+    step: int
+    flops: float
+    samples: int
+    reward_mean: float | None
+    reward_std: float | None
+    wall_s: float
+    extras: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 Listener = Callable[["Ledger", StepStats], None]

@@ -82,11 +82,11 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
     quiet_libraries()
     seed_everything(cfg.seed)
     method = instantiate(cfg.method)  # first: its name and label keys name the run
-    meta = dict(meta or {})
-    record = new_record(label=meta.pop("label", None) or cfg.label or default_label(method, cfg),
-                        model=cfg.model.name_or_path, method=method.name, trains=method.trains,
-                        task=cfg.task._target_, seed=cfg.seed, torch_threads=cfg.threads, grid=cfg.get("grid"),
-                        started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True), **meta)
+    identity = {"model": cfg.model.name_or_path, "method": method.name, "trains": method.trains,
+                "task": cfg.task._target_, "seed": cfg.seed, "torch_threads": cfg.threads, "grid": cfg.get("grid"),
+                **(meta or {})}
+    identity["label"] = identity.get("label") or cfg.label or default_label(method, cfg)
+    record = new_record(started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True), **identity)
     write_record(run_dir, record)
     start = time.time()
     try:

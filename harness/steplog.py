@@ -19,42 +19,22 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 import torch
 
-from harness.schema import ConfigError
 
 from harness.atomic import write_text_atomic
+from harness.budget import BudgetError, Ledger, StepStats  # noqa: F401 - StepStats re-exported for listeners
+from harness.schema import ConfigError
 
-if TYPE_CHECKING:
-    from harness.budget import Ledger
 
 LOG_NAME = "train_log.jsonl"
 LOGGERS = ("none", "tensorboard", "wandb")
 
 
-@dataclass
-class StepStats:
-    """One training step as every method reports it.
-
-    flops and samples are cumulative after the step, wall_s is cumulative training time (across
-    resumed processes, evaluation excluded); method-specific numbers go under `extras`.
-    """
-
-    step: int
-    flops: float
-    samples: int
-    reward_mean: float | None
-    reward_std: float | None
-    wall_s: float
-    extras: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class JsonlLog:
@@ -288,8 +268,6 @@ def make_ledger(budget_kind: str, limit: float | None, run_dir: Path, logger: st
         model: the model `eval_fn` evaluates (switched to eval mode around it).
         progress: print one line per step.
     """
-    from harness.budget import BudgetError, Ledger
-
     if limit is None:
         raise BudgetError(f"budget.kind={budget_kind} but budget.{budget_kind} is not set; "
                           f"set it, e.g. budget.{budget_kind}=1e12")

@@ -15,11 +15,14 @@ import argparse
 import json
 import math
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
+
+from harness.atomic import write_json_atomic, write_text_atomic
 
 from harness.chartok import build_char_tokenizer
 from harness.policy import ZOO_DIR
@@ -101,12 +104,20 @@ def train(name: str, threads: int = 2) -> dict:
             print(f"{name} step {step:5d}/{spec.steps} loss {loss.item():.4f} {time.time() - start:6.0f}s", flush=True)
     wall = time.time() - start
     out = ZOO_DIR / name
-    out.mkdir(parents=True, exist_ok=True)
-    model.eval().to(getattr(torch, spec.save_dtype)).save_pretrained(out)
-    tok.save_pretrained(out)
     stats = {"name": name, "params": model.num_parameters(), "spec": asdict(spec), "train_wall_s": round(wall, 1),
              "final_loss": round(loss.item(), 4), "torch_threads": threads, "torch": torch.__version__}
-    (out / "train_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    # Built beside, then swapped in: a kill mid-save never leaves a half-written shipped model.
+    tmp = out.with_name(f".{name}.building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.eval().to(getattr(torch, spec.save_dtype)).save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    write_json_atomic(tmp / "train_stats.json", stats)
+    old = out.with_name(f".{name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
     return stats
 
 
@@ -124,11 +135,11 @@ def write_card(name: str, threads: int = 2) -> dict:
     scores = {k: round(v["mean"], 4) for k, v in res.metrics.items()}
     ci = {k: [round(v["ci_low"], 4), round(v["ci_high"], 4)] for k, v in res.metrics.items()}
     stats["base_scores"], stats["base_scores_ci95"] = scores, ci
-    (out / "train_stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    write_json_atomic(out / "train_stats.json", stats)
     spec = stats["spec"]
     rows = "\n".join(f"| {k} | {100 * v:.1f} | [{100 * ci[k][0]:.1f}, {100 * ci[k][1]:.1f}] |"
                      for k, v in scores.items() if k != "greedy_reward")
-    (out / "CARD.md").write_text(f"""# {name}
+    write_text_atomic(out / "CARD.md", f"""# {name}
 
 A Qwen2-architecture causal LM with esbench's character tokenizer, trained from scratch by esbench
 on procedurally generated 3-number Countdown problems (numbers 1-20, integer targets 1-100; zoo
