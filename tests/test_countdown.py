@@ -153,7 +153,9 @@ def _load(tmp_path, text, name="cd.jsonl", split="test"):
 @pytest.mark.parametrize("text, message", [
     ((GOOD + "\n") * 3 + '{"target": 22, "nums": [3, 7', r"cd\.jsonl:4: not valid JSON .*cut off"),
     ((GOOD + "\n") * 2 + '{"target": 22, "nums": [true, 2, 7]}\n', r"cd\.jsonl:3: field `nums` is \[True"),
-    (GOOD + '\n{"target": NaN, "nums": [1, 2]}\n', r"cd\.jsonl:2: .*NaN"),
+    (GOOD + '\n{"target": NaN, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is nan"),
+    (GOOD + '\n{"target": -Infinity, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is -inf"),
+    (GOOD + '\n{"target": 3, "nums": [1, ' + "9" * 5000 + ']}\n', r"cd\.jsonl:2: not usable JSON"),
     (GOOD + '\n{"target": 2.5, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is 2\.5"),
     (GOOD + '\n{"target": 1e400, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is inf"),
     (GOOD + '\n{"target": "24", "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is '24'"),
