@@ -147,7 +147,8 @@ def test_hostile_completions_behave(task, completion, expected):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"question": "q", "answer": "#### 2"}\n{"question": "q", "answer": "#### 2"', r"test\.jsonl:2: not valid JSON .*cut off"),
+    ('{"question": "q", "answer": "#### 2"}\n{"question": "q", "answer": "#### 2"',
+     r"test\.jsonl:2: not valid JSON .*cut off"),
     ('{"question": "q", "answer": "#### 2"}\n["q", "#### 2"]\n', r"test\.jsonl:2: the row is an array"),
     ('{"question": 7, "answer": "#### 2"}\n', r"test\.jsonl:1: field `question` is a number"),
     ('{"answer": "#### 2"}\n', r"test\.jsonl:1: field `question` is missing"),
