@@ -26,7 +26,8 @@ from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError, read_jsonl
+from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
+                        user_path)
 
 PAPER_REWARD_FLOOR = -2000.0  # maps to 0 in the paper's Table 2
 
@@ -59,6 +60,7 @@ class Conciseness:
 
     def __init__(self, version: int = 1, n_eval: int | None = None, max_new_tokens: int = 128,
                  path: str | None = None, normalise: bool = False):
+        check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.path, self.normalise = path, normalise
 
@@ -67,7 +69,7 @@ class Conciseness:
         if split not in ("train", "validation", "test"):
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
         path = DATA_DIR / "conciseness" / "prompts.jsonl"
-        path = Path(self.path).expanduser() if self.path else path
+        path = user_path(self.path, "a conciseness prompt file") if self.path else path
         wanted = "test" if split == "test" else "train"
         rows = [{"prompt": r["prompt"], "target": r["target"]}
                 for r in _read_rows(path) if r["split"] == wanted]
@@ -101,12 +103,23 @@ class Conciseness:
 
 
 def _read_rows(path: Path) -> list[dict]:
+    """Validated rows {"split", "prompt", "target"}; a bad one is named `path:line`."""
+    fix = 'each row needs "split" ("train" or "test") and string "prompt" and "target"'
     rows = []
     for i, r in read_jsonl(path, "conciseness prompt"):
-        if not (isinstance(r, dict) and r.get("split") in ("train", "test")
-                and isinstance(r.get("prompt"), str) and isinstance(r.get("target"), str)):
-            raise TaskDataError(f"{path}: line {i} is malformed ({str(r)[:80]}); each row "
-                                'needs "split" ("train" or "test") and string "prompt" and '
-                                '"target"')
+        if not isinstance(r, dict):
+            raise row_error(path, i, f"the row is {json_kind(r)}, not an object", fix)
+        if r.get("split") not in ("train", "test"):
+            raise row_error(path, i, f"field `split` is {_describe(r, 'split')}", fix)
+        for field in ("prompt", "target"):
+            if not isinstance(r.get(field), str):
+                raise row_error(path, i, f"field `{field}` is {_describe(r, field)}", fix)
         rows.append(r)
     return rows
+
+
+def _describe(row: dict, field: str) -> str:
+    if field not in row:
+        return "missing"
+    text = repr(row[field])
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -31,7 +31,8 @@ from pathlib import Path
 import datasets
 
 from tasks.arith import UnsafeExpression, evaluate
-from tasks.base import DATA_DIR, TaskDataError
+from tasks.base import (DATA_DIR, TaskDataError, check_count, is_int, json_kind, parse_json,
+                        read_text, row_error, user_path)
 
 THINK_PROMPT = (
     "Using the numbers {nums}, write an equation that equals {target}. You may use +, -, * and / "
@@ -39,8 +40,12 @@ THINK_PROMPT = (
     "<think> </think>, then give only the final equation inside <answer> </answer>, "
     "for example <answer> (1 + 2) / 3 </answer>."
 )
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
-_FULL_FORMAT = re.compile(r"^\s*<think>.*?</think>\s*<answer>.*?</answer>\s*$", re.S)
+# Tags are found with str.find/rfind, never with `<answer>(.*?)</answer>`: a lazy regex rescans to
+# the end from every unclosed tag, so 100,000 repeats of "<answer>" took over 20 s (quadratic).
+_THINK_TO_ANSWER = re.compile(r"</think>\s*<answer>")  # linear: \s* cannot run into a "<"
+MAX_NUMBERS = 6  # the classic game's six; the brute-force `solve` explodes beyond that
+MAX_ABS = 10**9  # Arrow stores int64, and Countdown numbers are small
+ROW_EXAMPLE = '{"target": 24, "nums": [3, 7, 12]}'
 SPLIT_SIZES = {"train": 4000, "validation": 500, "test": 500}
 
 
@@ -71,6 +76,8 @@ class Countdown:
             raise TaskDataError("task.source=paper needs task.path=/path/to/countdown.json "
                                 "(the ES paper's file is non-commercial and not shipped)")
         self.source, self.template, self.path = source, template, path
+        check_count("n_eval", n_eval)
+        check_count("n_train", n_train)
         self.n_eval, self.n_train, self.max_new_tokens = n_eval, n_train, max_new_tokens
         self.seed, self.version = seed, version
 
@@ -101,7 +108,7 @@ class Countdown:
         return train[-500:] if split == "validation" else train[:-500]
 
     def _paper_rows(self, split: str) -> list[dict]:
-        rows = _read_rows(Path(self.path).expanduser())
+        rows = _read_rows(user_path(self.path, "the paper's Countdown file"))
         if len(rows) < 2200:
             raise TaskDataError(f"{self.path}: expected the paper's 2,200 rows, found {len(rows)}")
         return rows[-2000:] if split == "test" else rows[:200]
@@ -114,8 +121,7 @@ class Countdown:
         '1+2'
         """
         if self.template == "think":
-            found = _ANSWER.findall(text)
-            text = found[-1] if found else ""
+            text = last_tagged(text, "answer") or ""
         else:
             text = text.split("\n", 1)[0]
         text = re.sub(r"\s+", "", text)
@@ -130,7 +136,7 @@ class Countdown:
             value, used = evaluate(eq)
         except UnsafeExpression:
             return False
-        return sorted(used) == sorted(nums) and abs(float(value) - float(target)) < 1e-5
+        return sorted(used) == sorted(nums) and abs(value - Fraction(target)) < 1e-5
 
     def gold_completion(self, nums: list[int], target: int, solution: str | None = None, **_) -> str:
         """A correct completion in this task's template (solved by brute force when no solution is stored)."""
@@ -141,10 +147,10 @@ class Countdown:
 
     def format_score(self, completion: str) -> float:
         """1.0 for <think>..</think><answer>..</answer>; else 0.1 per think pair + 0.5 per answer pair."""
-        if _FULL_FORMAT.match(completion):
+        if _full_format(completion):
             return 1.0
-        think = 0.1 if re.search(r"<think>.*?</think>", completion, re.S) else 0.0
-        answer = 0.5 if _ANSWER.search(completion) else 0.0
+        think = 0.1 if _has_pair(completion, "think") else 0.0
+        answer = 0.5 if _has_pair(completion, "answer") else 0.0
         return think + answer
 
     def reward(self, completions: list[str], nums: list[list[int]], target: list[int], **kwargs) -> list[float]:
@@ -164,24 +170,92 @@ class Countdown:
         return out
 
 
+def last_tagged(text: str, tag: str) -> str | None:
+    """The content of the last complete <tag>...</tag>, in linear time (see _THINK_TO_ANSWER).
+
+    The last closing tag, then the nearest opening tag before it: the same answer as TinyZero's
+    "last match of <answer>(.*?)</answer>" for well-formed text, and a cut-off final
+    "<answer>..." falls back to the last complete pair, as there.
+
+    >>> last_tagged("<answer>1</answer> <answer>2</answer><answer>3", "answer")
+    '2'
+    """
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    end = text.rfind(closing)
+    start = text.rfind(opening, 0, end) if end >= 0 else -1
+    return None if start < 0 else text[start + len(opening):end]
+
+
+def _has_pair(text: str, tag: str) -> bool:
+    """An opening tag with a closing tag somewhere after it (what `<tag>.*?</tag>` searched for)."""
+    start = text.find(f"<{tag}>")
+    return start >= 0 and text.find(f"</{tag}>", start + len(tag) + 2) >= 0
+
+
+def _full_format(text: str) -> bool:
+    """`^\\s*<think>.*?</think>\\s*<answer>.*?</answer>\\s*$`, decided in linear time."""
+    s = text.strip()
+    if not (s.startswith("<think>") and s.endswith("</answer>")):
+        return False
+    m = _THINK_TO_ANSWER.search(s, len("<think>"))  # the earliest leaves the most room after it
+    return m is not None and m.end() <= len(s) - len("</answer>")
+
+
 def _read_rows(path: Path) -> list[dict]:
-    """Read a json list or jsonl file of {target, nums|numbers}; name the bad row on error."""
-    if not path.is_file():
-        raise TaskDataError(f"data file {path} not found; check task.path (or reinstall esbench)")
-    text = path.read_text()
-    try:
-        raw = json.loads(text) if text.lstrip().startswith("[") else [json.loads(l) for l in text.splitlines() if l.strip()]
-    except json.JSONDecodeError as e:
-        raise TaskDataError(f"{path}: not valid JSON/JSONL ({e}); expected rows like "
-                            '{"target": 24, "nums": [3, 7, 12]}') from None
-    rows = []
-    for i, r in enumerate(raw):
-        nums = r.get("nums", r.get("numbers")) if isinstance(r, dict) else None
-        if not isinstance(nums, list) or not all(isinstance(x, int) for x in nums) or not isinstance(r.get("target"), (int, float)):
-            raise TaskDataError(f"{path}: row {i} is malformed ({str(r)[:80]}); each row needs an "
-                                "integer list `nums` (or `numbers`) and a numeric `target`")
-        rows.append({"nums": list(nums), "target": r["target"]})
-    return rows
+    """Rows {nums, target} from a JSON-list or JSONL file; a bad row is named by its file line."""
+    text = read_text(path, "Countdown data")
+    pairs = _json_list_rows(text, path) if text.lstrip().startswith("[") else [
+        (i, parse_json(line, path, i)) for i, line in enumerate(text.split("\n"), start=1)
+        if line.strip()]
+    if not pairs:
+        raise TaskDataError(f"{path} holds no rows; it needs rows like {ROW_EXAMPLE}")
+    return [_row(raw, path, line) for line, raw in pairs]
+
+
+def _json_list_rows(text: str, path: Path) -> list[tuple[int, object]]:
+    """(line, element) for a JSON list, so its rows are named by line just like JSONL rows."""
+    data = parse_json(text, path)  # a syntax error is reported here, at its own line
+    decoder, out = json.JSONDecoder(), []
+    pos = counted = text.index("[") + 1
+    line = text.count("\n", 0, pos) + 1
+    for element in data:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        line += text.count("\n", counted, pos)  # counted incrementally: linear in the file
+        out.append((line, element))
+        counted, pos = pos, decoder.raw_decode(text, pos)[1]
+    return out
+
+
+def _row(raw, path: Path, line: int) -> dict:
+    """Validate one row: `nums` (or `numbers`) a list of small non-negative ints, `target` an int."""
+    if not isinstance(raw, dict):
+        raise row_error(path, line, f"the row is {json_kind(raw)}, not an object",
+                        f"write rows like {ROW_EXAMPLE}")
+    key = "nums" if "nums" in raw else "numbers"
+    nums = raw.get(key)
+    if key not in raw:
+        raise row_error(path, line, "the row has no `nums` (or `numbers`) field",
+                        f"write rows like {ROW_EXAMPLE}")
+    if not (isinstance(nums, list) and 1 <= len(nums) <= MAX_NUMBERS
+            and all(is_int(x) and 0 <= x < MAX_ABS for x in nums)):
+        raise row_error(path, line, f"field `{key}` is {_show(nums)}",
+                        f"it must be a list of 1 to {MAX_NUMBERS} non-negative integers below "
+                        f"{MAX_ABS:,} (true/false, 2.0 and \"2\" are not integers)")
+    target = raw.get("target")
+    if isinstance(target, float) and target.is_integer():
+        target = int(target)  # 24.0 from a float column is the integer 24; NaN, inf, 2.5 are not
+    if not (is_int(target) and abs(target) < MAX_ABS):
+        raise row_error(path, line, "field `target` is " + ("missing" if "target" not in raw
+                                                            else _show(target)),
+                        f"it must be a finite integer below {MAX_ABS:,} in absolute value")
+    return {"nums": list(nums), "target": target}
+
+
+def _show(value) -> str:
+    """A short repr for an error message (a row can be megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def solve(nums: list[int], target: float) -> str | None:

@@ -8,22 +8,30 @@ validation = the last 500 rows of the official train file; train = the other 6,9
 Answer normalisation. Official (grade-school-math `dataset.py`): the first match of
 `#### (\\-?[0-9\\.\\,]+)`, stripped, commas removed, compared as strings; no match is `[invalid]`.
 Here the gold answer is extracted exactly that way. The prediction is more lenient, because small
-models restate and format numbers freely: the prompt asks the model to end with `#### <number>`, so
-when the completion has a `####` the prediction is the first number after the *last* `####`
-(None if there is none); without a marker it is the last number anywhere in the completion. Numbers
-may carry thousands commas, a `$` and decimals ("1,000", "$5", "5.00"), and are compared as floats
-with absolute tolerance 1e-6, so "5.00" matches gold "5".
+models restate and format numbers freely (rules chosen on tests/data/gsm8k_grading.jsonl, a
+hand-judged corpus). In order, the first rule that yields a number wins:
+1. the prompt asks the model to end with `#### <number>`: the first number on the first non-blank
+   line after the *last* `####` ("#### three" counts as 3);
+2. the number after the last "the answer is" / "answer:" phrase, on that line ("The answer is 64
+   dollars for 16 glasses." is 64), unless it starts an expression ("answer: 3 + 4 = 7");
+3. math-verify (as in tasks/math500.py) on the end of the completion, for \\boxed{} and LaTeX;
+4. the last number in the completion.
+Numbers may carry thousands separators (commas or spaces: "70,000", "70 000"), a `$`, decimals
+("5.00") and a fraction bar ("36/2" is 18, never 36); they are compared as floats with absolute
+tolerance 1e-6, so "5.00" matches gold "5". Every rule is linear in the completion's length.
 
     python -m pytest tests/test_task_gsm8k.py -q
 """
 from __future__ import annotations
 
+import math
 import re
-from pathlib import Path
-
+import threading
+from fractions import Fraction
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError, read_jsonl
+from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
+                        user_path)
 
 HUB_ID = "openai/gsm8k"
 N_VALIDATION = 500
@@ -32,12 +40,127 @@ PROMPT = ("{question}\n\nSolve the problem step by step. End your response with 
           "as a number on its own line, in the form \"#### <number>\".")
 _GOLD = re.compile(r"#### (\-?[0-9\.\,]+)")  # the official regex
 # A minus sign counts only when it cannot be subtraction ("12-4" is 12 and 4, not 12 and -4);
-# commas count only as thousands separators, so "3,4" is two numbers.
-_NUMBER = re.compile(r"(?:(?<![\w)\]])-)?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# commas (or single spaces) count only as thousands separators, so "3,4" is two numbers; a
+# fraction bar joins two numbers into one value ("36/2").
+_SPACE = "[ \u00a0\u2009\u202f]"  # space, no-break space, thin space, narrow no-break space
+_UNSIGNED = (r"\$?(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:" + _SPACE + r"\d{3})+(?![\d,])|\d+)"
+             r"(?:\.\d+)?|\.\d+)")
+_NUMBER = re.compile(r"(?:(?<![\w)\]])-)?(?<![\d.])" + _UNSIGNED
+                     + r"(?:\s*/\s*(" + _UNSIGNED + r"))?(?![\d])")
+_PHRASE = re.compile(r"\banswer\b\**\s*(?:is\b|was\b|:|=)", re.I)
+_OPERATOR_NEXT = re.compile(r"\s*[-+*/x\u00d7=]\s*\$?\d")  # "answer: 3 + 4 = 7" is working
+_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen".split())}
+_WORDS.update({w: 10 * i for i, w in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)})
+MATH_VERIFY_CHARS = 1000  # math-verify reads only the end of a completion: bounded time
 
 
 def _to_float(text: str) -> float:
-    return float(text.replace(",", "").replace("$", ""))
+    return float(re.sub(r"[,$\s\u00a0\u2009\u202f]", "", text))
+
+
+def _value(match: re.Match) -> float | None:
+    """The value of one _NUMBER match; a fraction is divided out (None for "/0")."""
+    whole = match.group(0)
+    if match.group(1) is None:
+        value = _to_float(whole)
+        return value if math.isfinite(value) else None  # a 400-digit "number" is no answer
+    numerator, denominator = (_to_float(x) for x in whole.rsplit("/", 1))
+    if denominator == 0 or not math.isfinite(numerator) or not math.isfinite(denominator):
+        return None
+    return float(Fraction(numerator) / Fraction(denominator))
+
+
+def _first_number(text: str) -> float | None:
+    m = _NUMBER.search(text)
+    return _value(m) if m else None
+
+
+def _last_number(text: str) -> float | None:
+    last = None
+    for last in _NUMBER.finditer(text):
+        pass
+    return _value(last) if last else None
+
+
+def _word_number(text: str) -> float | None:
+    """"three", "twenty-five", "one hundred and five", "minus four" at the start of `text`."""
+    words = re.findall(r"[a-z]+", text[:200].lower())
+    sign = -1 if words[:1] == ["minus"] else 1
+    total = current = 0
+    seen = False
+    for w in words[1:] if sign < 0 else words:
+        if w in _WORDS:
+            current += _WORDS[w]
+        elif w == "hundred" and seen:
+            current *= 100
+        elif w == "thousand" and seen:
+            total, current = total + current * 1000, 0
+        elif w != "and" or not seen:
+            break
+        seen = True
+    return float(sign * (total + current)) if seen else None
+
+
+def _marker_answer(text: str) -> float | None:
+    """Rule 1: the number on the first non-blank line after the last `####`."""
+    line = text.rsplit("####", 1)[1].lstrip().split("\n", 1)[0]
+    found = _first_number(line)
+    return found if found is not None else _word_number(line)
+
+
+def _phrase_answer(text: str) -> float | None:
+    """Rule 2: the number after the last "the answer is" / "answer:" on the same line."""
+    last = None
+    for last in _PHRASE.finditer(text):
+        pass
+    if last is None:
+        return None
+    line = text[last.end():].split("\n", 1)[0]
+    m = _NUMBER.search(line)
+    if m is None:
+        return _word_number(line)
+    return None if _OPERATOR_NEXT.match(line, m.end()) else _value(m)
+
+
+def _math_verify_answer(text: str) -> float | None:
+    """Rule 3: math-verify on the end of the text, for LaTeX answers (\\boxed{}, \\frac{}{}).
+
+    Plain text is left to rule 4: math-verify reads "3,4" as 3.4, and costs milliseconds.
+    """
+    if "\\" not in text:
+        return None
+    from tasks.math500 import TIMEOUT_S, _risky  # the same guard against sympy running for ever
+    tail = text[-MATH_VERIFY_CHARS:]
+    if _risky(tail):
+        return None
+    from math_verify import parse  # imports sympy: pay for it only when the cheap rules fail
+    timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+    try:
+        parsed = parse(tail, parsing_timeout=timeout)
+        value = parsed[0] if parsed else None
+        if value is None or not getattr(value, "is_number", False) or not value.is_real:
+            return None
+        value = float(value)
+        return value if math.isfinite(value) else None
+    except Exception:  # noqa: BLE001 - an unparsable answer is no answer, never a crash
+        return None
+
+
+def predict(text: str) -> float | None:
+    """The predicted number of a completion (the module docstring's rules, in order), or None."""
+    if "####" in text:
+        found = _marker_answer(text)
+        if found is not None:
+            return found
+        text = text.replace("####", "\n")  # a bare or wordy marker is no number
+    for rule in (_phrase_answer, _math_verify_answer, _last_number):
+        found = rule(text)
+        if found is not None:
+            return found
+    return None
 
 
 def _canonical(value: float) -> str:
@@ -73,6 +196,7 @@ class GSM8K:
             raise TaskDataError(f"task.source={source!r} is unknown; use local or hub")
         if source == "hub" and path:
             raise TaskDataError("task.path is only read with task.source=local; drop one of them")
+        check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
 
@@ -99,7 +223,10 @@ class GSM8K:
                     "that holds it.") from e
             where = f"{HUB_ID}:{official_split}"
         else:
-            folder = Path(self.path).expanduser() if self.path else DATA_DIR / "gsm8k"
+            folder = user_path(self.path, "a GSM8K directory") if self.path else DATA_DIR / "gsm8k"
+            if folder.is_file():
+                raise TaskDataError(f"task.path={self.path} is a file; GSM8K's task.path is a "
+                                    "directory holding train.jsonl and test.jsonl")
             where = folder / f"{official_split}.jsonl"
             raw = read_jsonl(where, "GSM8K data (task.path: a directory with train.jsonl and test.jsonl)")
             return [_row(r, where, i) for i, r in raw]
@@ -118,11 +245,8 @@ class GSM8K:
         >>> GSM8K().extract_answer("I am not sure.") is None
         True
         """
-        if "####" in text:
-            found = _NUMBER.findall(text.rsplit("####", 1)[1])[:1]
-        else:
-            found = _NUMBER.findall(text)[-1:]
-        return _canonical(_to_float(found[0])) if found else None
+        value = predict(text)
+        return None if value is None else _canonical(value)
 
     def is_correct(self, completion: str, answer: str, **_) -> bool:
         """True when the predicted number equals the gold `answer` within 1e-6."""
@@ -132,19 +256,35 @@ class GSM8K:
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when the completion's final number equals the gold answer, else 0.
 
-        >>> GSM8K().reward(["16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\\n#### 18", "#### eighteen"],
+        >>> GSM8K().reward(["16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\\n#### 18", "#### seventeen"],
         ...                answer=["18", "18"])
         [1.0, 0.0]
         """
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
 
 
-def _row(raw: dict, where, index: int) -> dict:
-    question = raw.get("question") if isinstance(raw, dict) else None
-    solution = raw.get("answer") if isinstance(raw, dict) else None
-    gold = gold_answer(solution) if isinstance(solution, str) else None
-    if not isinstance(question, str) or gold is None:
-        raise TaskDataError(f"{where}: row {index} is malformed ({str(raw)[:80]}); each row needs "
-                            "a string `question` and an `answer` ending in '#### <number>'")
-    return {"prompt": PROMPT.format(question=question), "question": question,
+def _row(raw, where, line: int) -> dict:
+    """Validate one official-format row; a bad one is named `file:line` (hub: `id:split:row`)."""
+    fix = ("each row needs a string `question` and a string `answer` ending in '#### <number>', "
+           "as in the official files")
+    if not isinstance(raw, dict):
+        raise row_error(where, line, f"the row is {json_kind(raw)}, not an object", fix)
+    for field in ("question", "answer"):
+        if not isinstance(raw.get(field), str):
+            problem = "missing" if field not in raw else f"{json_kind(raw[field])}, not a string"
+            raise row_error(where, line, f"field `{field}` is {problem}", fix)
+    solution = raw["answer"]
+    gold = gold_answer(solution)
+    if gold is None or not math.isfinite(_parse_gold(gold)):
+        raise row_error(where, line, f"field `answer` has no usable '#### <number>' "
+                        f"(ends {solution[-40:]!r})", fix)
+    return {"prompt": PROMPT.format(question=raw["question"]), "question": raw["question"],
             "solution": solution, "answer": gold}
+
+
+def _parse_gold(gold: str) -> float:
+    """The official regex also matches "#### ." and "#### 1.2.3"; those are no number (nan)."""
+    try:
+        return _to_float(gold)
+    except ValueError:
+        return math.nan

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError, read_jsonl
+from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
+                        user_path)
 
 PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 TIMEOUT_S = 5  # math-verify's own default; whole seconds (signal.alarm)
@@ -39,6 +40,7 @@ _RISKY = re.compile(
     r"|\d{5,}\s*!"  # factorials of five-digit numbers
 )
 _COLUMNS = ("problem", "answer")
+_OPTIONAL = {"solution": str, "subject": str, "level": int, "unique_id": str}
 
 
 def last_boxed(text: str) -> str | None:
@@ -97,6 +99,7 @@ class MATH500:
         if source != "local":
             raise TaskDataError(f"task.source={source!r} is unknown; MATH-500 is shipped, use "
                                 "local (or task.path=/path/to/test.jsonl for another copy)")
+        check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
 
@@ -108,7 +111,8 @@ class MATH500:
                                 "another task (e.g. task=gsm8k) and evaluate with task=math500.")
         if split != "test":
             raise TaskDataError(f"split {split!r} is unknown; MATH-500 has only test")
-        path = Path(self.path).expanduser() if self.path else DATA_DIR / "math500" / "test.jsonl"
+        path = (user_path(self.path, "a MATH-500 jsonl file") if self.path
+                else DATA_DIR / "math500" / "test.jsonl")
         rows = [_row(r, path, i) for i, r in read_jsonl(path, "MATH-500 data")]
         return datasets.Dataset.from_list(rows[:self.n_eval] if self.n_eval else rows)
 
@@ -159,10 +163,19 @@ def _verify(gold: str, pred: str) -> bool:
         return False
 
 
-def _row(raw: dict, path: Path, index: int) -> dict:
-    if not isinstance(raw, dict) or not all(isinstance(raw.get(c), str) for c in _COLUMNS):
-        raise TaskDataError(f"{path}: row {index} is malformed ({str(raw)[:80]}); each row needs "
-                            "string `problem` and `answer` columns")
-    keep = {k: raw.get(k) for k in ("problem", "solution", "answer", "subject", "level",
-                                           "unique_id")}
+def _row(raw, path: Path, line: int) -> dict:
+    """Validate one row: string `problem` and `answer`; the other columns are kept as given."""
+    fix = "each row needs string `problem` and `answer` columns, as in prm800k's test.jsonl"
+    if not isinstance(raw, dict):
+        raise row_error(path, line, f"the row is {json_kind(raw)}, not an object", fix)
+    for field in _COLUMNS:
+        if not isinstance(raw.get(field), str):
+            problem = "missing" if field not in raw else f"{json_kind(raw[field])}, not a string"
+            raise row_error(path, line, f"field `{field}` is {problem}", fix)
+    for field, kind in _OPTIONAL.items():  # Arrow needs one type per column, or it crashes
+        if raw.get(field) is not None and not (isinstance(raw[field], kind)
+                                               and not isinstance(raw[field], bool)):
+            raise row_error(path, line, f"field `{field}` is {json_kind(raw[field])}",
+                            f"make it {'an integer' if kind is int else 'a string'} or drop it")
+    keep = {k: raw.get(k) for k in _COLUMNS + tuple(_OPTIONAL)}
     return {"prompt": PROMPT.format(problem=raw["problem"]), **keep}

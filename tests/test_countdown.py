@@ -3,7 +3,6 @@
     python -m pytest tests/test_countdown.py -q
 """
 import json
-import time
 
 import pytest
 
@@ -23,13 +22,11 @@ def test_correct_and_wrong_compact():
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_hostile_output_scores_zero_quickly(text):
+def test_hostile_output_scores_zero(text):
     t = Countdown(template="think")
-    start = time.time()
     for completion in (text, f"<think>x</think><answer>{text}</answer>"):
         r = t.reward([completion], nums=[NUMS], target=[TARGET])[0]
         assert r <= 0.1  # at most the format bonus, never correctness
-    assert time.time() - start < 0.5
 
 
 def test_think_template_format_scores():
@@ -101,9 +98,130 @@ def test_bad_data_names_the_problem(tmp_path):
         Countdown(source="paper")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"target": 3, "nums": [1, 2]}\n{"target": "x"}\n')
-    with pytest.raises(TaskDataError, match="row 1 is malformed"):
+    with pytest.raises(TaskDataError, match=r"bad\.jsonl:2: the row has no `nums`"):
         Countdown(source="paper", path=str(bad)).load("test")
     with pytest.raises(TaskDataError, match="not found"):
         Countdown(source="paper", path=str(tmp_path / "missing.json")).load("test")
     with pytest.raises(TaskDataError, match="unknown"):
         Countdown(source="hub")
+
+
+# ---- linear-time tag parsing (100,000 repeats of "<answer>" took over 20 s with the old regex;
+# with str.rfind the whole test takes well under a second on a laptop) ----
+REPEATS = 100_000
+
+
+@pytest.mark.parametrize("completion, expected", [
+    ("<answer>" * REPEATS, None),
+    ("<answer>" * REPEATS + "(12+7)+3</answer>", "(12+7)+3"),
+    ("<think>" * REPEATS + "</think><answer>(12+7)+3</answer>", "(12+7)+3"),
+    ("<answer>(12+7)+3</answer>" + "<answer>" * REPEATS, "(12+7)+3"),  # cut-off tail ignored
+    ("</answer>" * REPEATS, None),
+    ("<answer>1+1</answer> <answer>(12+7)+3</answer>", "(12+7)+3"),
+    ("<answer>1<answer>(12+7)+3</answer>", "(12+7)+3"),  # the innermost, nearest opening tag
+])
+def test_extraction_of_many_tags(completion, expected):
+    t = Countdown(template="think")
+    assert t.extract_answer(completion) == expected
+    assert t.is_correct(completion, NUMS, TARGET) == (expected is not None)
+
+
+@pytest.mark.parametrize("completion, score", [
+    ("<think>" * REPEATS, 0.0),
+    ("<answer>" * REPEATS, 0.0),
+    ("<think>" + "</think><answer></answer>" * (REPEATS // 4) + "x", 0.6),
+    ("<think>a</think>" + "<answer>" * REPEATS + "</answer>", 1.0),
+    ("  <think>a</think> \n <answer>1</answer>\n", 1.0),
+    ("<think>a</think>x<answer>1</answer>", 0.6),  # text between the blocks
+    ("<think></think><answer>", 0.1),
+    ("<think>a</think><answer>1</answer>extra", 0.6),
+])
+def test_format_score_of_many_tags(completion, score):
+    assert Countdown(template="think").format_score(completion) == pytest.approx(score)
+
+
+# ---- data files: `path:line: problem; fix` for every malformed row ----
+GOOD = '{"target": 22, "nums": [3, 7, 12]}'
+
+
+def _load(tmp_path, text, name="cd.jsonl", split="test"):
+    path = tmp_path / name
+    path.write_text(text) if isinstance(text, str) else path.write_bytes(text)
+    return Countdown(source="paper", path=str(path)).load(split)
+
+
+@pytest.mark.parametrize("text, message", [
+    ((GOOD + "\n") * 3 + '{"target": 22, "nums": [3, 7', r"cd\.jsonl:4: not valid JSON .*cut off"),
+    ((GOOD + "\n") * 2 + '{"target": 22, "nums": [true, 2, 7]}\n', r"cd\.jsonl:3: field `nums` is \[True"),
+    (GOOD + '\n{"target": NaN, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is nan"),
+    (GOOD + '\n{"target": -Infinity, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is -inf"),
+    (GOOD + '\n{"target": 3, "nums": [1, ' + "9" * 5000 + ']}\n', r"cd\.jsonl:2: not usable JSON"),
+    (GOOD + '\n{"target": 2.5, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is 2\.5"),
+    (GOOD + '\n{"target": 1e400, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is inf"),
+    (GOOD + '\n{"target": "24", "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is '24'"),
+    (GOOD + '\n{"target": true, "nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is True"),
+    (GOOD + '\n{"nums": [1, 2]}\n', r"cd\.jsonl:2: field `target` is missing"),
+    (GOOD + '\n{"target": 3, "numbers": [1, "2"]}\n', r"cd\.jsonl:2: field `numbers`"),
+    (GOOD + '\n{"target": 3, "nums": [1.0, 2]}\n', r"cd\.jsonl:2: field `nums`"),
+    (GOOD + '\n{"target": 3, "nums": []}\n', r"cd\.jsonl:2: field `nums`"),
+    (GOOD + '\n{"target": 3, "nums": [-1, 4]}\n', r"cd\.jsonl:2: field `nums`"),
+    (GOOD + '\n{"target": 3, "nums": [1, 99999999999999999999999]}\n', r"cd\.jsonl:2: field `nums`"),
+    (GOOD + '\n{"target": 3, "nums": 12}\n', r"cd\.jsonl:2: field `nums` is 12"),
+    (GOOD + "\n[3, 7, 12]\n", r"cd\.jsonl:2: the row is an array"),
+    (GOOD + "\n" + "[" * 100_000 + "\n", r"cd\.jsonl:2: not usable JSON"),
+    ("", r"cd\.jsonl is empty"),
+    ("\n  \n", r"cd\.jsonl is empty"),
+    (b'{"target": 22, "nums": [3, 7, 12]}\n\xff\xfe\n', r"cd\.jsonl:2: not UTF-8"),
+])
+def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
+    with pytest.raises(TaskDataError, match=message):
+        _load(tmp_path, text)
+
+
+def test_json_list_rows_are_named_by_line(tmp_path):
+    rows = [{"target": 22, "nums": [3, 7, 12]}] * 4 + [{"target": 22, "nums": [3, False, 12]}]
+    text = "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
+    with pytest.raises(TaskDataError, match=r"cd\.json:6: field `nums`"):
+        _load(tmp_path, text, "cd.json")
+    with pytest.raises(TaskDataError, match=r"cd\.json:4: not valid JSON"):
+        _load(tmp_path, '[\n{"target": 1, "nums": [1]},\n{"target": 1, "nums": [1]\n]', "cd.json")
+    with pytest.raises(TaskDataError, match=r"cd\.json:2: the row is a number"):
+        _load(tmp_path, '[\n1, 2]', "cd.json")
+
+
+def test_integral_float_target_and_bom_are_accepted(tmp_path):
+    rows = ["\ufeff" + json.dumps({"target": 22.0, "numbers": [3, 7, 12]})]
+    rows += [json.dumps({"target": 22, "nums": [3, 7, 12]})] * 2199
+    test = _load(tmp_path, "\n".join(rows) + "\n", split="train")
+    assert test[0]["target"] == 22 and isinstance(test[0]["target"], int)
+
+
+@pytest.mark.parametrize("path, message", [
+    (123, "not a file path"),
+    ("", "needs task.path"),
+    (["a"], "not a file path"),
+    (".", "is a directory"),
+])
+def test_bad_task_path(path, message):
+    with pytest.raises(TaskDataError, match=message):
+        Countdown(source="paper", path=path).load("test")
+
+
+def test_unreadable_task_path(tmp_path):
+    path = tmp_path / "secret.jsonl"
+    path.write_text(GOOD + "\n")
+    path.chmod(0)
+    try:
+        path.read_bytes()
+        pytest.skip("running as a user who can read any file")
+    except PermissionError:
+        pass
+    with pytest.raises(TaskDataError, match="cannot be read"):
+        Countdown(source="paper", path=str(path)).load("test")
+
+
+@pytest.mark.parametrize("field, value", [("n_eval", -5), ("n_eval", 0), ("n_train", 2.5),
+                                          ("n_eval", True)])
+def test_bad_row_counts(field, value):
+    with pytest.raises(TaskDataError, match=f"task.{field}"):
+        Countdown(**{field: value})

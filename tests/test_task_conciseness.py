@@ -52,7 +52,7 @@ def test_normalised_reward():
 def test_malformed_prompt_file(tmp_path):
     bad = tmp_path / "p.jsonl"
     bad.write_text('{"split": "train", "prompt": "Hi?", "target": "Hi"}\n{"split": "dev"}\n')
-    with pytest.raises(TaskDataError, match=r"p\.jsonl: line 2"):
+    with pytest.raises(TaskDataError, match=r"p\.jsonl:2: field `split` is 'dev'"):
         Conciseness(path=str(bad)).load("train")
     bad.write_text('{"split": "train", "prompt": "Hi?", "target": "Hi"}\n')
     with pytest.raises(TaskDataError, match="no rows with split='test'"):
@@ -62,3 +62,29 @@ def test_malformed_prompt_file(tmp_path):
 def test_normalised_reward_is_the_papers_scale():
     task = Conciseness(normalise=True)
     assert task.reward(["Jupiter", "x" * 2007], target=["Jupiter", "Jupiter"]) == [1.0, 0.0]
+
+
+GOOD = '{"split": "train", "prompt": "Hi?", "target": "Hi"}'
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD + '\n{"split": "train", "prompt": "x"', r"p\.jsonl:2: not valid JSON .*cut off"),
+    (GOOD + '\n{"split": "train", "prompt": "x"}\n', r"p\.jsonl:2: field `target` is missing"),
+    (GOOD + '\n{"split": "train", "prompt": 5, "target": "x"}\n', r"p\.jsonl:2: field `prompt` is 5"),
+    (GOOD + '\n["train", "x", "y"]\n', r"p\.jsonl:2: the row is an array"),
+    ("", r"p\.jsonl is empty"),
+])
+def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text(text)
+    with pytest.raises(TaskDataError, match=message):
+        Conciseness(path=str(bad)).load("train")
+
+
+def test_bad_task_path_and_counts(tmp_path):
+    with pytest.raises(TaskDataError, match="is a directory"):
+        Conciseness(path=str(tmp_path)).load("train")
+    with pytest.raises(TaskDataError, match="not a file path"):
+        Conciseness(path=[1]).load("train")
+    with pytest.raises(TaskDataError, match="task.n_eval"):
+        Conciseness(n_eval=0)

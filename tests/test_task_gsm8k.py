@@ -3,6 +3,7 @@
     python -m pytest tests/test_task_gsm8k.py -q
 """
 import doctest
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tasks.base import TaskDataError
 from tasks.gsm8k import GSM8K
 
 CONF = Path(__file__).parents[1] / "conf" / "task" / "gsm8k.yaml"
+CORPUS = Path(__file__).parent / "data" / "gsm8k_grading.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +58,35 @@ def test_gold_solutions_score_one(task):
     ("I do not know the answer.", None),  # no number at all
     ("#### \n", None),  # a marker with nothing after it
     ("", None),
+    # the red team's misses: a marker without a number falls back; fractions; grouped thousands
+    ("Janet has 3 apples.\n#### three", "3"),
+    ("9 * 2 = 18 dollars.\nFinal answer: 18\n####", "18"),
+    ("#### 36/2", "18"),
+    ("#### 36 / 8", "4.5"),
+    ("#### 5/0", None),
+    ("#### 70 000", "70000"),
+    ("#### 70,000", "70000"),
+    ("#### 1\u202f000\u202f000", "1000000"),
+    ("The answer is 64 dollars for 16 glasses.", "64"),
+    ("**Answer:** 42 (after 3 days)", "42"),
+    ("The answer is: we add 3 + 4 = 7", "7"),  # an expression after the phrase: last number
+    ("#### twenty-five", "25"),
+    ("#### one hundred and five dollars", "105"),
+    ("#### minus four", "-4"),
+    ("so $\\boxed{\\frac{36}{2}}$", "18"),
+    ("\\boxed{x}", None),  # math-verify finds no number, and there is none in the text
+    ("3,4", "4"),  # not a thousands separator: two numbers
+    ("It costs .50 a piece", "0.5"),
+    ("#### " + "9" * 400, None),  # too large for a float: no answer rather than inf
 ])
 def test_extract_answer(task, completion, expected):
     assert task.extract_answer(completion) == expected
 
 
 def test_reward_gold_garbage_and_tolerance(task):
-    completions = ["#### 18", "#### 18.0000001", "#### 17", "banana", "#### eighteen", ""]
-    assert task.reward(completions, answer=["18"] * 6) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    completions = ["#### 18", "#### 18.0000001", "#### 17", "banana", "#### seventeen", "",
+                   "#### eighteen"]
+    assert task.reward(completions, answer=["18"] * 7) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     assert task.is_correct("so $1,234,567 in all", answer="1234567")
 
 
@@ -85,7 +108,65 @@ def test_bad_source_and_split():
 def test_malformed_user_file_names_file_and_row(tmp_path):
     (tmp_path / "test.jsonl").write_text(
         '{"question": "1+1?", "answer": "2\\n#### 2"}\n{"question": "x", "answer": "no marker"}\n')
-    with pytest.raises(TaskDataError, match=r"test\.jsonl: row 2"):
+    with pytest.raises(TaskDataError, match=r"test\.jsonl:2: field `answer` has no usable"):
         GSM8K(path=str(tmp_path)).load("test")
     with pytest.raises(TaskDataError, match="not found"):
         GSM8K(path=str(tmp_path)).load("train")
+
+
+def test_hand_judged_corpus(task):
+    """Every hand-judged completion in tests/data/gsm8k_grading.jsonl is graded as judged.
+
+    The grader before this corpus existed (marker's first number, else the last number) got 38
+    of its 50 right; its misses are the red team's cases plus LaTeX fractions and word numbers.
+    """
+    rows = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+    assert len(rows) >= 40
+    wrong = [(r["completion"][:60], r["gold"], r["correct"]) for r in rows
+             if task.is_correct(r["completion"], answer=r["gold"]) != r["correct"]]
+    assert wrong == []
+
+
+REPEATS = 100_000  # each of these ran in well under a second (2-core machine)
+
+
+@pytest.mark.parametrize("completion, expected", [
+    ("####" * REPEATS, None),
+    ("#### " * REPEATS + "18", "18"),
+    ("answer is " * REPEATS, None),
+    ("The answer is " * REPEATS + "18", "18"),
+    ("1 " * REPEATS, "1"),
+    ("1" + " " * REPEATS + "/ 2", "0.5"),
+    ("=" * REPEATS + "7", "7"),
+    ("1" + ",000" * REPEATS, None),  # one 400,001-character "number": no answer
+    ("\\boxed{" * REPEATS + "5", "5"),  # math-verify reads only the end; the last number remains
+    ("<answer>" * REPEATS, None),
+])
+def test_hostile_completions_behave(task, completion, expected):
+    assert task.extract_answer(completion) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"question": "q", "answer": "#### 2"}\n{"question": "q", "answer": "#### 2"',
+     r"test\.jsonl:2: not valid JSON .*cut off"),
+    ('{"question": "q", "answer": "#### 2"}\n["q", "#### 2"]\n', r"test\.jsonl:2: the row is an array"),
+    ('{"question": 7, "answer": "#### 2"}\n', r"test\.jsonl:1: field `question` is a number"),
+    ('{"answer": "#### 2"}\n', r"test\.jsonl:1: field `question` is missing"),
+    ('{"question": "q", "answer": "#### ."}\n', r"test\.jsonl:1: field `answer` has no usable"),
+    ('{"question": "q", "answer": 2}\n', r"test\.jsonl:1: field `answer` is a number"),
+    ("", r"test\.jsonl is empty"),
+])
+def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
+    (tmp_path / "test.jsonl").write_text(text)
+    with pytest.raises(TaskDataError, match=message):
+        GSM8K(path=str(tmp_path)).load("test")
+
+
+def test_bad_task_path_and_counts(tmp_path):
+    (tmp_path / "test.jsonl").write_text('{"question": "q", "answer": "#### 2"}\n')
+    with pytest.raises(TaskDataError, match="is a file"):
+        GSM8K(path=str(tmp_path / "test.jsonl")).load("test")
+    with pytest.raises(TaskDataError, match="not a file path"):
+        GSM8K(path=5).load("test")
+    with pytest.raises(TaskDataError, match="task.n_eval"):
+        GSM8K(n_eval=-1)

@@ -3,7 +3,6 @@
     python -m pytest tests/test_task_math500.py -q
 """
 import doctest
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -75,10 +74,8 @@ def test_garbage_scores_zero(task):
 
 @pytest.mark.parametrize("completion", HOSTILE)
 def test_hostile_answers_do_not_crash_or_hang(task, completion):
-    start = time.monotonic()
     assert task.is_correct(completion, answer="5") is False
     task.extract_answer(completion)
-    assert time.monotonic() - start < 3
 
 
 def test_worker_threads_score_like_the_main_thread(task):
@@ -106,5 +103,44 @@ def test_last_boxed_and_normalisation(task, text, boxed, canonical):
 def test_malformed_user_file(tmp_path):
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"problem": "1+1?", "answer": "2"}\n{"problem": "x"}\n')
-    with pytest.raises(TaskDataError, match=r"test\.jsonl: row 2"):
+    with pytest.raises(TaskDataError, match=r"test\.jsonl:2: field `answer` is missing"):
         MATH500(path=str(bad)).load("test")
+
+
+GOOD = '{"problem": "1+1?", "answer": "2", "level": 1}'
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD + '\n{"problem": "x", "answer": "3"', r"test\.jsonl:2: not valid JSON .*cut off"),
+    (GOOD + '\n{"problem": "x", "answer": 3}\n', r"test\.jsonl:2: field `answer` is a number"),
+    (GOOD + '\n{"problem": "x", "answer": "3", "level": "Level 5"}\n',
+     r"test\.jsonl:2: field `level` is a string"),
+    (GOOD + '\n{"problem": "x", "answer": "3", "level": true}\n',
+     r"test\.jsonl:2: field `level` is a boolean"),
+    (GOOD + '\n{"problem": "x", "answer": "3", "subject": ["a"]}\n',
+     r"test\.jsonl:2: field `subject` is an array"),
+    (GOOD + '\n"just a string"\n', r"test\.jsonl:2: the row is a string"),
+    (GOOD + '\n{"problem": "x", "answer": NaN}\n', r"test\.jsonl:2: field `answer` is a number"),
+    ("", r"test\.jsonl is empty"),
+])
+def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
+    bad = tmp_path / "test.jsonl"
+    bad.write_text(text)
+    with pytest.raises(TaskDataError, match=message):
+        MATH500(path=str(bad)).load("test")
+
+
+def test_bad_task_path_and_counts(tmp_path):
+    with pytest.raises(TaskDataError, match="is a directory"):
+        MATH500(path=str(tmp_path)).load("test")
+    with pytest.raises(TaskDataError, match="not a file path"):
+        MATH500(path=3).load("test")
+    with pytest.raises(TaskDataError, match="task.n_eval"):
+        MATH500(n_eval=-3)
+
+
+def test_many_boxes_are_read_in_linear_time(task):
+    """100,000 repeats of an unclosed \\boxed{: last_boxed uses rfind and one brace scan."""
+    assert last_boxed("\\boxed{" * 100_000) is None
+    assert last_boxed("\\boxed{" * 100_000 + "5}") == "5"
+    assert task.is_correct("\\boxed{" * 100_000 + "5}", answer="5")

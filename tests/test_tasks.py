@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from harness.run import CONF_DIR
-from tasks.base import Task
+from tasks.base import Task, TaskDataError, read_jsonl
 
 TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
 GARBAGE = ["", "I don't know.", "<answer></answer>", "\x00" * 50 + "__import__('os')"]
@@ -40,3 +40,30 @@ def test_task_conforms(name):
         rewards_bad = task.reward([bad] * len(rows), **columns)
         assert all(r < g for r, g in zip(rewards_bad, rewards))
         assert not any(task.is_correct(bad, **{c: v[i] for c, v in columns.items()}) for i in range(len(rows)))
+
+
+# Linear-time answer extraction: each of these is 100,000 repeats of an opening marker that a
+# lazy regex such as `<answer>(.*?)</answer>` rescans to the end from (quadratic: over 20 s for
+# Countdown before). Behaviour only; each task answers in well under a second.
+REPEATED = ["<answer>", "<think>", "####", "\\boxed{", "```python\n", "The answer is ", "1,"]
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("unit", REPEATED)
+def test_extract_answer_on_repeated_markers(name, unit):
+    task = build(name)
+    found = task.extract_answer(unit * 100_000)
+    assert found is None or isinstance(found, str)
+
+
+def test_read_jsonl_names_the_line_of_a_cut_off_row(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": [1, 2')
+    with pytest.raises(TaskDataError, match=r"rows\.jsonl:4: not valid JSON \(.* column 12, "
+                                            r"the row is cut off\); fix or delete that line"):
+        read_jsonl(path, "test data")
+    path.write_text('{"a": 1}\n{"a": ' + "[" * 100_000 + '\n')
+    with pytest.raises(TaskDataError, match=r"rows\.jsonl:2: not usable JSON \(RecursionError"):
+        read_jsonl(path, "test data")
+    path.write_text('\ufeff{"a": 1}\r\n{"a": "x\u2028y"}\r\n')  # BOM, CRLF, a raw U+2028
+    assert read_jsonl(path, "test data") == [(1, {"a": 1}), (2, {"a": "x\u2028y"})]
