@@ -92,6 +92,16 @@ Base.__signature__ = inspect.Signature()
 
 
 # ---- checkpoints: a folder swapped in atomically ----
+def check_resumable(path: Path, mine: dict, theirs: dict, loose: tuple[str, ...], method: str) -> None:
+    """Refuse to resume a checkpoint written with other hyperparameters (`loose` ones may differ).
+
+    `.get`: checkpoints from before a field existed hold its default (None).
+    """
+    if any(mine[k] != theirs.get(k) for k in mine if k not in loose):
+        raise ValueError(f"{path} was written with {method} config {theirs}, but this run uses {mine}; "
+                         "use the same method settings to resume, or a fresh run_dir")
+
+
 def save_dir_atomic(final: Path, write) -> None:
     """Write a checkpoint folder so that a kill at any moment leaves a complete one on disk.
 

@@ -49,7 +49,7 @@ from harness.steplog import StepStats
 from harness.flops import generation_flops
 from harness.policy import Policy, generate
 from harness.atomic import write_text_atomic
-from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
+from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
 
 CKPT = "es_checkpoint"
@@ -280,12 +280,7 @@ class ES(ConfiguredMethod):
         if path is None:
             return 0
         state = json.loads((path / "state.json").read_text())
-        loose = ("max_iterations", "checkpoint_every", "generation_batch_size")
-        mine, theirs = asdict(self.config), state["config"]
-        # .get: checkpoints from before a field existed hold its default (None for alpha_per_sigma)
-        if any(mine[k] != theirs.get(k) for k in mine if k not in loose):
-            raise ValueError(f"{path} was written with ES config {theirs}, but this run uses {mine}; "
-                             "use the same method settings to resume, or a fresh run_dir")
+        check_resumable(path, asdict(self.config), state["config"], ("max_iterations", "checkpoint_every", "generation_batch_size"), "ES")
         weights = load_file(str(path / "master.safetensors"))
         if set(weights) != set(names):
             raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")

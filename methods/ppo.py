@@ -56,7 +56,7 @@ from harness.flops import forward_flops, generation_flops, train_flops
 from harness.policy import Policy
 from harness.atomic import write_text_atomic
 from harness.steplog import rng_state, set_rng_state
-from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
+from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir
 from tasks.base import Task
 
@@ -367,11 +367,7 @@ class PPO(ConfiguredMethod):
 
     def _load_checkpoint(self, path: Path, trainer: PPOTrainer, ledger: Ledger) -> None:
         state = json.loads((path / "state.json").read_text())
-        loose = ("max_updates", "checkpoint_every", "rollout_batch_size")
-        mine, theirs = asdict(self.config), state["config"]
-        if any(mine[k] != theirs.get(k) for k in mine if k not in loose):
-            raise ValueError(f"{path} was written with PPO config {theirs}, but this run uses {mine}; "
-                             "use the same method settings to resume, or a fresh run_dir")
+        check_resumable(path, asdict(self.config), state["config"], ("max_updates", "checkpoint_every", "rollout_batch_size"), "PPO")
         saved = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)  # RNG states live on CPU
         wrapper = trainer.accelerator.unwrap_model(trainer.model)
         wrapper.policy.load_state_dict(saved["policy"])

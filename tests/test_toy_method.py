@@ -92,7 +92,7 @@ def test_a_method_from_outside_the_repo_runs_through_an_experiment(tmp_path):
     (conf / "experiment" / "toy.yaml").write_text(textwrap.dedent(EXPERIMENT))
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path / "plugins"), str(ROOT)])}
-    r = subprocess.run([sys.executable, "-m", "harness", f"hydra.searchpath=[file://{conf}]", "experiment=toy",
+    r = subprocess.run([sys.executable, "-m", "harness", "--config-dir", str(conf), "experiment=toy",
                         "stamp=t"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "toy" / "t").rglob("record.json")]
