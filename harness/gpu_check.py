@@ -131,7 +131,7 @@ def measure(job: dict) -> dict:
             times.append(time.perf_counter() - a)
         toks = sum(c[0] for c in g.completion_tokens)
         out = {"s": min(times), "decoded_tokens": toks, "tokens_per_s": toks / min(times),
-               "sequences": len(prompts)}
+               "sequences": len(prompts), **_device_memory()}
         engine.close()
     elif section in ("es-hf", "es-vllm"):
         if section == "es-hf":
@@ -140,6 +140,7 @@ def measure(job: dict) -> dict:
             engine = make_engine(policy_shell(spec), EngineConfig(name="vllm", **job["engine"]))
         engine.generate(prompts[:8], max_new_tokens=8)  # warm-up
         out = es_iteration(engine, prompts, T, job["population"], job["sigma"])
+        out.update(_device_memory())
         engine.close()
     elif section == "grpo":
         out = grpo_step(job, prompts)
@@ -148,8 +149,16 @@ def measure(job: dict) -> dict:
     if gpu:
         free, total = torch.cuda.mem_get_info()
         out["peak_torch_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        out["device_used_now_gib"] = (total - free) / 2**30
+        out["device_used_at_end_gib"] = (total - free) / 2**30
     return out
+
+
+def _device_memory() -> dict:
+    """GPU memory in use now (all of this process's allocations, vLLM's KV cache included)."""
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"device_used_gib": (total - free) / 2**30, "device_total_gib": total / 2**30}
 
 
 def grpo_step(job: dict, prompts: list[str]) -> dict:
@@ -258,6 +267,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in the measuring process: its memory counts
     if a.one:
         job = json.loads(a.one)
         torch.set_num_threads(job.get("threads", 1)) if not torch.cuda.is_available() else None

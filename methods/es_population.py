@@ -253,6 +253,9 @@ class Population:
         if workers < 1:
             raise ValueError(f"method.workers={workers} must be >= 1")
         self.es, self.k, self.threads, self.address = es, workers, threads, ray_address
+        if hasattr(engine, "_metadata"):  # a Hydra/OmegaConf node (method.engine: ${engine})
+            from omegaconf import OmegaConf
+            engine = OmegaConf.to_container(engine, resolve=True)
         cfg = engine if isinstance(engine, EngineConfig) else EngineConfig(
             **({"name": engine} if isinstance(engine, str) else dict(engine or {})))
         self.engine_cfg = asdict(cfg)

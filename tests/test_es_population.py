@@ -161,6 +161,22 @@ def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, referen
     assert ledger.flops == reference["flops"]
 
 
+@needs_ray
+def test_more_workers_than_gpus_is_one_line(ray_cluster, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a "GPU node" whose Ray cluster has no GPU
+    spec = {"name_or_path": MODEL, "dtype": "float32", "chat_template": False, "system_prompt": None, "device": "cuda"}
+    with pytest.raises(es_population.EngineError, match=r"method.workers=2 needs 2 GPUs .* has 0; lower") as e:
+        es_population._RayPool(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
+    assert "\n" not in str(e.value)
+
+
+def test_engine_from_a_hydra_node():
+    from omegaconf import OmegaConf
+    node = OmegaConf.create({"name": "vllm", "engines_per_gpu": 2, "extra": {}})
+    pop = es_population.Population(make_es(), node, workers=2, use_ray=True)
+    assert pop.engine_cfg["name"] == "vllm" and pop.engine_cfg["engines_per_gpu"] == 2
+
+
 @needs_vllm
 def test_vllm_in_process_equals_es_train(tmp_path, reference):
     pol, ledger, out = run_population(tmp_path, engine="vllm")
