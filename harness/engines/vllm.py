@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -65,6 +66,8 @@ class VLLMEngine(Engine):
             kwargs["kv_cache_memory_bytes"] = int(cfg.cpu_kvcache_gb * 2**30)
         kwargs.update(cfg.extra or {})
         from vllm import LLM
+        # vLLM warms up a chat template through its (skipped) tokenizer and logs a traceback: not an error here
+        logging.getLogger("vllm.renderers.base").setLevel(logging.ERROR)
         set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it with a no-op; keep ours
         try:
             self.llm = LLM(**kwargs)
