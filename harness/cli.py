@@ -18,6 +18,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from harness.budget import BudgetError
+from harness.engines import EngineError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
 from harness.policy import ModelLoadError
@@ -25,7 +26,8 @@ from harness.run import CONF_DIR, run_one
 from harness.tables import markdown_table, write_tables
 from tasks.base import TaskDataError
 
-USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError)
+USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
+               EngineError)  # engine settings, a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

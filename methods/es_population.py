@@ -45,7 +45,7 @@ from tasks.base import Task
 LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size")  # may change on resume (as in es.py)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(EngineError):
     """A worker died or disagreed with the others; the message says what happened and how to resume."""
 
 
