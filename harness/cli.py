@@ -19,6 +19,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from harness.budget import BudgetError
+from harness.engines import EngineError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
 from harness.policy import ModelLoadError
@@ -29,7 +30,7 @@ from harness.tables import rebuild
 from tasks.base import TaskDataError
 
 USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-               ConfigError)
+               ConfigError, EngineError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 def _on_sigterm(signum, frame):

@@ -1,0 +1,119 @@
+"""ES iteration time on the hf and vllm engines, ES's own share of it, and K workers against one.
+
+Runs `--iterations` ES iterations (methods/es_population.py) per configuration and reports the
+iterations after the first (warm-up), median:
+- hf K=1 and vllm K=1 (in process): wall time and its split (generate, perturb+restore, reward, update);
+- vllm against pure vLLM generation of the same prompts (an engine with no ES around it, the same
+  number of generate calls): ES's own share = 1 - pure / iteration (goal: <= 10%);
+- K workers (Ray, one vLLM engine each) against K=1: the speedup (goal >= 1.6x for K=2 on an idle 2-core
+  machine; a busy machine shows less). Engine start-up is excluded (first iteration dropped).
+
+    python -m harness.bench_engines --model zoo-4m --population 8 --prompts 64 --iterations 3 --workers 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from harness.budget import Ledger
+from harness.policy import load_policy
+from methods.es import ES
+from methods.es_population import Population
+from tasks.countdown import Countdown
+
+PHASES = ("generate", "perturb_restore", "reward", "update")
+
+
+def run(model: str, engine: str, workers: int, population: int, prompts: int, iterations: int,
+        max_new_tokens: int, sigma: float) -> list[dict]:
+    policy = load_policy(model, "float32", device="cpu")
+    task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
+    es = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
+            generation_batch_size=prompts, checkpoint_every=0)
+    with tempfile.TemporaryDirectory() as d:
+        ledger = Ledger(limit=iterations * population * prompts, kind="samples")
+        Population(es, engine, workers).train(policy, task, ledger, Path(d))
+        return [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
+
+
+def pure_generation(model: str, population: int, prompts: int, max_new_tokens: int, repeats: int) -> dict:
+    """`population` greedy generate calls of the ES batch on an unperturbed vLLM engine (no ES around it)."""
+    from harness.engines import make_engine
+    policy = load_policy(model, "float32", device="cpu")
+    task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
+    batch = task.load("train")["prompt"][:prompts]
+    engine = make_engine(policy, {"name": "vllm"})
+    engine.generate(batch, max_new_tokens=max_new_tokens)  # warm-up
+    times, tokens = [], 0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        for _ in range(population):
+            g = engine.generate(batch, max_new_tokens=max_new_tokens)
+        times.append(time.perf_counter() - t)
+        tokens = population * (sum(g.prompt_tokens) + sum(c[0] for c in g.completion_tokens))
+    engine.close()
+    return {"s": statistics.median(times), "tokens": tokens}
+
+
+def summary(rows: list[dict]) -> dict:
+    rows = rows[1:] or rows  # drop the warm-up iteration
+    med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
+    out = {"wall_s": med("wall_s"), "tokens": med("tokens")}
+    out.update({p: med(f"time_{p}_s") for p in PHASES})
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="zoo-4m")
+    ap.add_argument("--population", type=int, default=8)
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--sigma", type=float, default=0.01)
+    ap.add_argument("--workers", type=int, default=2, help="K for the K-vs-1 comparison (0: skip it)")
+    ap.add_argument("--engines", default="hf,vllm")
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = (a.population, a.prompts, a.iterations, a.max_new_tokens, a.sigma)
+    res = {}
+    for engine in a.engines.split(","):
+        res[f"{engine} K=1"] = summary(run(a.model, engine, 1, *args))
+    if "vllm" in a.engines:
+        res["pure vllm generation"] = pure_generation(a.model, a.population, a.prompts, a.max_new_tokens, 2)
+    if a.workers > 1:
+        res[f"vllm K={a.workers}"] = summary(run(a.model, "vllm", a.workers, *args))
+    print(f"\n{a.model}: population {a.population} x {a.prompts} prompts, {a.max_new_tokens} new tokens, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (a busy machine slows every figure)")
+    for name, r in res.items():
+        if "wall_s" in r:
+            split = ", ".join(f"{p} {r[p]:.2f}s" for p in PHASES)  # phases: summed over workers
+            print(f"  {name:22s} iteration {r['wall_s']:.2f}s ({split}); {r['tokens'] / r['wall_s']:.0f} tokens/s")
+        else:
+            print(f"  {name:22s} {r['s']:.2f}s for the same {a.population} generate calls; "
+                  f"{r['tokens'] / r['s']:.0f} tokens/s")
+    if "vllm K=1" in res and "pure vllm generation" in res:
+        r, p = res["vllm K=1"], res["pure vllm generation"]
+        pure = r["tokens"] / (p["tokens"] / p["s"])  # pure generation time of the iteration's own token count
+        print(f"  ES's own share on vllm (1 - pure generation of the same tokens / iteration): "
+              f"{1 - pure / r['wall_s']:.1%} (goal <= 10%); non-generate time inside the iteration: "
+              f"{1 - r['generate'] / r['wall_s']:.1%}")
+    if "hf K=1" in res and "vllm K=1" in res:
+        print(f"  vllm vs hf iteration: {res['hf K=1']['wall_s'] / res['vllm K=1']['wall_s']:.2f}x")
+    if f"vllm K={a.workers}" in res:
+        print(f"  K={a.workers} vs K=1 (vllm): {res['vllm K=1']['wall_s'] / res[f'vllm K={a.workers}']['wall_s']:.2f}x "
+              f"(goal >= 1.6x for K=2 on an idle 2-core machine)")
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Generation engines: `engine=hf` (transformers generate, the default) or `engine=vllm`.
+
+    from harness.engines import EngineConfig, make_engine
+    engine = make_engine(policy, EngineConfig(name="vllm"))
+    gen = engine.generate(prompts, greedy=True, max_new_tokens=64)   # a harness.policy.Generation
+
+The interface is harness/engines/base.py; tests: python -m pytest tests/test_engines.py -q
+"""
+from __future__ import annotations
+
+from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, master_checksum
+from harness.policy import Policy
+
+__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "master_checksum", "trl_vllm_kwargs",
+           "vllm_available"]
+
+
+def vllm_available() -> str | None:
+    """None when vLLM imports, else the one-line reason (naming the install command)."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install (e.g. a torchvision built for another torch)
+        first = (str(e).splitlines() or [""])[0][:120]
+        return f"engine=vllm needs vLLM: {VLLM_INSTALL} ({type(e).__name__}: {first})"
+    return None
+
+
+def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, **kwargs) -> Engine:
+    """Build the configured engine around `policy` (its weights, tokenizer and prompt format)."""
+    if cfg is None or isinstance(cfg, dict):
+        cfg = EngineConfig(**{**(cfg or {}), **kwargs})
+    if cfg.name == "hf":
+        from harness.engines.hf import HFEngine
+        return HFEngine(policy)
+    reason = vllm_available()
+    if reason:
+        raise EngineError(reason)
+    from harness.engines.vllm import VLLMEngine
+    return VLLMEngine(policy, cfg)
+
+
+def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None = None) -> dict:
+    """GRPOConfig keyword arguments for `engine=vllm` (TRL generates with a colocated vLLM); {} for hf.
+
+    On CPU this also prepares the process as harness/engines/vllm.py does (editable linear weights, so
+    TRL's per-step weight sync reaches the matmuls; no thread pinning; in-process engine; 1 GiB KV cache).
+    TRL's colocate mode then builds `vllm.LLM(model=model.name_or_path, ...)` itself and pushes the
+    policy's weights with `load_weights` before every generation, resetting the prefix cache.
+    """
+    if cfg is None or isinstance(cfg, dict):
+        cfg = EngineConfig(**(cfg or {}))
+    if cfg.name == "hf":
+        return {}
+    reason = vllm_available()
+    if reason:
+        raise EngineError(reason)
+    import os
+
+    import torch
+
+    from harness.engines.vllm import CPU_ENV
+    from harness.engines.vllm_worker import patch_cpu_linear
+    if not torch.cuda.is_available():
+        for k, v in {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(max(1, int(cfg.cpu_kvcache_gb)))}.items():
+            os.environ.setdefault(k, v)
+    patch_cpu_linear()
+    out = {"use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": False,
+           "vllm_gpu_memory_utilization": cfg.gpu_memory_utilization / cfg.engines_per_gpu}
+    if cfg.max_model_len or max_model_len:
+        out["vllm_max_model_length"] = cfg.max_model_len or max_model_len
+    return out

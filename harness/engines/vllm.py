@@ -1,0 +1,166 @@
+"""The vLLM engine: generation with vllm.LLM, ES weight operations inside the engine's worker.
+
+- Prompts go in as token ids made by the harness tokenizer (vLLM runs with skip_tokenizer_init):
+  the zoo's char tokenizer is not one vLLM's own tokenizer loading reproduces (it drops spaces),
+  and the ledger must count exactly the tokens HF would. Completions are decoded by the harness
+  tokenizer too. EOS is a stop token; counts are "up to and including the first EOS (or pad)",
+  the same rule as harness.policy.generate.
+- ES: the fp32 master lives inside the engine's worker (harness/engines/vllm_worker.py); the driver
+  sends seeds, scalars and file paths, never weights. Prefix caching is off by default; when turned
+  on, the cache is reset after every weight change (a stale cache gives the old weights' KV).
+- Greedy outputs match HF token for token on the zoo models (fp32). Sampling uses vLLM's per-request
+  seeded generators, so samples are reproducible but not the same draws as HF's.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from harness.engines.base import Engine, EngineConfig
+from harness.policy import Generation, Policy
+
+EXTENSION = "harness.engines.vllm_worker.ESWorkerExtension"
+CPU_ENV = {  # set (unless already set) before a CPU engine starts
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",   # do not pin OpenMP threads: several engines share the cores
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",   # engine in this process: no extra process per engine
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def _on_gpu() -> bool:
+    return torch.cuda.is_available()
+
+
+class VLLMEngine(Engine):
+    """vllm.LLM over the policy's weights (see the module docstring)."""
+
+    name = "vllm"
+
+    def __init__(self, policy: Policy, cfg: EngineConfig, model_dir: str | None = None):
+        from harness.engines.vllm_worker import local_model_dir, patch_cpu_linear
+        self.policy, self.cfg = policy, cfg
+        self.names = [n for n, _ in policy.model.named_parameters()]
+        self.model_dir = model_dir or local_model_dir(policy.name)
+        self._source = self.model_dir  # where the engine's current weights can be read (HF names)
+        self._tmp = tempfile.TemporaryDirectory(prefix="esbench-vllm-")
+        gpu = _on_gpu()
+        if not gpu:
+            for k, v in CPU_ENV.items():
+                os.environ.setdefault(k, v)
+        patch_cpu_linear()  # in-process engines load the model here, after this
+        hf = policy.model.config
+        max_len = cfg.max_model_len or min(getattr(hf, "max_position_embeddings", 4096) or 4096, 4096)
+        dtype = str(policy.model.dtype).removeprefix("torch.")
+        kwargs = dict(model=self.model_dir, skip_tokenizer_init=True, dtype=dtype, max_model_len=max_len,
+                      enforce_eager=(not gpu) if cfg.enforce_eager is None else cfg.enforce_eager,
+                      enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=EXTENSION,
+                      max_num_seqs=cfg.max_num_seqs, generation_config="vllm", seed=0)
+        if gpu:
+            kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization / cfg.engines_per_gpu
+        else:
+            kwargs["kv_cache_memory_bytes"] = int(cfg.cpu_kvcache_gb * 2**30)
+        kwargs.update(cfg.extra or {})
+        from vllm import LLM
+        # vLLM warms up a chat template through its (skipped) tokenizer and logs a traceback: not an error here
+        logging.getLogger("vllm.renderers.base").setLevel(logging.ERROR)
+        set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it with a no-op; keep ours
+        try:
+            self.llm = LLM(**kwargs)
+        finally:
+            torch.set_num_threads = set_threads
+        self._has_master = False
+
+    # ---- generation ----
+    def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
+                 batch_size=64, seed=None) -> Generation:
+        """As harness.policy.generate; `batch_size` is ignored (vLLM schedules the batch itself)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        if greedy and n != 1:
+            raise ValueError("greedy decoding gives one completion per prompt; set n=1 or greedy=False")
+        tok = self.policy.tokenizer
+        ids = tok([self.policy.format(p) for p in prompts], add_special_tokens=False)["input_ids"]
+        common = dict(n=n, max_tokens=max_new_tokens, stop_token_ids=[tok.eos_token_id], detokenize=False)
+        if greedy:
+            params = [SamplingParams(temperature=0.0, **common)] * len(ids)
+        else:
+            base = 0 if seed is None else seed
+            params = [SamplingParams(temperature=temperature, top_p=top_p, seed=base + i, **common)
+                      for i in range(len(ids))]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=x) for x in ids], params, use_tqdm=False)
+        texts, lengths, comp_ids = [], [], []
+        for out in outs:
+            rows = [list(c.token_ids) for c in sorted(out.outputs, key=lambda c: c.index)]
+            for r, c in zip(rows, sorted(out.outputs, key=lambda c: c.index)):
+                if c.finish_reason == "stop" and (not r or r[-1] != tok.eos_token_id) and len(r) < max_new_tokens:
+                    r.append(tok.eos_token_id)  # vLLM dropped the EOS it stopped on: HF counts it
+            k = [_length_to_eos(r, tok.eos_token_id, tok.pad_token_id) for r in rows]
+            texts.append(tok.batch_decode(rows, skip_special_tokens=True))
+            lengths.append(k)
+            comp_ids.append([r[:m] for r, m in zip(rows, k)])
+        return Generation(texts=texts, prompt_tokens=[len(x) for x in ids], completion_tokens=lengths,
+                          completion_ids=comp_ids)
+
+    # ---- ES operations: collective_rpc into the worker extension ----
+    def _rpc(self, method: str, *args):
+        return self.llm.collective_rpc(method, args=args)[0]
+
+    def _weights_changed(self) -> None:
+        if self.cfg.prefix_caching:
+            self.llm.reset_prefix_cache()
+
+    def init_master(self, path=None) -> None:
+        self._rpc("es_init", self.names, str(path or self._source))
+        self._has_master = True
+        self._weights_changed()
+
+    def save_master(self, path) -> None:
+        self._rpc("es_save", str(path))
+
+    def perturb(self, member_seed: int, sigma: float) -> None:
+        self._rpc("es_perturb", int(member_seed), float(sigma))
+        self._weights_changed()
+
+    def restore(self) -> None:
+        self._rpc("es_restore")
+        self._weights_changed()
+
+    def update(self, member_seeds, z, alpha) -> float:
+        norm = self._rpc("es_update", [int(s) for s in member_seeds], [float(x) for x in z], float(alpha))
+        self._weights_changed()
+        return norm
+
+    def checksum(self) -> str:
+        return self._rpc("es_checksum")
+
+    @torch.no_grad()
+    def load_from(self, model: torch.nn.Module) -> None:
+        """Write an HF model's weights into the engine (through a file: one copy, no RPC payload)."""
+        path = Path(self._tmp.name) / "weights.safetensors"
+        save_file({n: p.detach().cpu().contiguous() for n, p in model.named_parameters()}, str(path))
+        self._rpc("es_load_file", self.names, str(path))
+        self._source = str(path)
+        self._weights_changed()
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:
+                pass
+            self.llm = None
+        self._tmp.cleanup()
+
+
+def _length_to_eos(row: list[int], eos_id: int, pad_id: int) -> int:
+    """harness.policy._lengths_to_eos for one row: up to and including the first EOS or pad."""
+    for i, t in enumerate(row):
+        if t == eos_id or t == pad_id:
+            return i + 1
+    return len(row)

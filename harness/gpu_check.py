@@ -1,0 +1,344 @@
+"""GPU readiness check for engine=vllm: throughput, ES iteration split, GRPO colocate step, memory.
+
+Builds random-weight models from the real shapes in harness/shapes/ (no download) and, per shape:
+  gen      pure vLLM greedy generation at ES's batch shape (prompts x new tokens): tokens/s
+  es-hf    one ES iteration on the HF engine: time split (generate, perturb+restore, reward, update)
+  es-vllm  the same iteration on vLLM, same member seeds; member rewards compared with es-hf
+  grpo     one GRPO step with TRL's vLLM colocate mode (methods/grpo.py + harness.engines.trl_vllm_kwargs)
+  epg      method.engines_per_gpu = 1, 2, 4: that many ES workers (Ray actors, one vLLM engine each) on one GPU
+and the peak GPU memory of each. Each measurement runs in its own process (memory is released between them).
+Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in fp32, is the strict check),
+2 when a measurement failed.
+
+    python -m harness.gpu_check                                   # every shape (long: budget ~1 h on one H200)
+    python -m harness.gpu_check --shapes qwen2.5-0.5b,qwen2.5-7b --sections gen,es-hf,es-vllm
+    python -m harness.gpu_check --smoke                           # CPU: tiny versions of the shapes, code path only
+
+The member-reward check uses a token-level toy reward (random weights emit no task answers) and short
+completions in fp32 on the first shape: the engines must then pick the same greedy tokens. bf16 shapes
+report the reward difference without failing on it (kernel differences legitimately flip near-ties).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+SHAPES_DIR = Path(__file__).parent / "shapes"
+SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
+SECTIONS = ("gen", "es-hf", "es-vllm", "grpo", "epg")
+TAG = "GPU_CHECK_RESULT "
+
+
+# ---- one measurement (runs in a child process) ----
+def build_model(shape: str, out: Path, dtype: str, smoke: bool) -> Path:
+    """A random-weight HF folder of `shape` (config + safetensors + the harness char tokenizer)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from harness.chartok import build_char_tokenizer
+    cfg = json.loads((SHAPES_DIR / f"{shape}.json").read_text())
+    if smoke:  # same architecture and vocabulary, tiny body
+        cfg.update(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, max_position_embeddings=1024)
+        cfg.pop("head_dim", None)
+    model_type = cfg.pop("model_type")
+    cfg.pop("torch_dtype", None)
+    config = AutoConfig.for_model(model_type, **cfg)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    model.save_pretrained(out)
+    tok = build_char_tokenizer()
+    tok.save_pretrained(out)
+    del model
+    gc.collect()
+    return out
+
+
+def toy_reward(completion_ids: list[list[int]]) -> float:
+    """Mean over completions of a token-level score in [0, 1] (random weights produce no task answers)."""
+    return statistics.fmean(sum(t % 7 for t in ids) / (6 * max(len(ids), 1)) for ids in completion_ids)
+
+
+def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, sigma: float) -> dict:
+    """One ES iteration, timed by phase, directly on the engine API (what ESWorker does per member)."""
+    from methods.es import zscore
+    seeds = list(range(1000, 1000 + population))
+    t = {"perturb_restore": 0.0, "generate": 0.0, "reward": 0.0, "update": 0.0}
+    rewards, tokens = [], 0
+    t0 = time.perf_counter()
+    engine.init_master()
+    t_init = time.perf_counter() - t0
+    start = time.perf_counter()
+    for s in seeds:
+        a = time.perf_counter()
+        engine.perturb(s, sigma)
+        b = time.perf_counter()
+        g = engine.generate(prompts, greedy=True, max_new_tokens=new_tokens, batch_size=len(prompts))
+        c = time.perf_counter()
+        engine.restore()
+        d = time.perf_counter()
+        rewards.append(toy_reward([x[0] for x in g.completion_ids]))
+        e = time.perf_counter()
+        tokens += sum(x[0] for x in g.completion_tokens)
+        t["perturb_restore"] += (b - a) + (d - c)
+        t["generate"] += c - b
+        t["reward"] += e - d
+    a = time.perf_counter()
+    z = zscore(rewards)
+    if z is not None:
+        engine.update(seeds, z, sigma / 2)
+    checksum = engine.checksum()
+    t["update"] = time.perf_counter() - a
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "split_s": t, "own_share": 1 - t["generate"] / wall, "decoded_tokens": tokens,
+            "decode_tokens_per_s": tokens / t["generate"], "rewards": rewards, "init_master_s": t_init,
+            "checksum_after_update": checksum}
+
+
+def measure(job: dict) -> dict:
+    """Run one (shape, section) job; returns its figures (and peak GPU memory)."""
+    from harness.engines import EngineConfig, make_engine
+    from harness.policy import load_policy
+    from methods.es_population import policy_shell
+    from tasks.countdown import Countdown
+
+    gpu = torch.cuda.is_available()
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    section, P, T = job["section"], job["prompts"], job["new_tokens"]
+    prompts = Countdown(source="zoo", template="compact", max_new_tokens=T).load("train")["prompt"][:P]
+    spec = {"name_or_path": job["model_dir"], "dtype": job["dtype"], "chat_template": False, "system_prompt": None,
+            "device": "cuda" if gpu else "cpu"}
+    out: dict = {}
+    if section == "gen":
+        engine = make_engine(policy_shell(spec), EngineConfig(name="vllm", **job["engine"]))
+        engine.generate(prompts[:8], max_new_tokens=8)  # warm-up
+        times = []
+        for _ in range(2):
+            a = time.perf_counter()
+            g = engine.generate(prompts, max_new_tokens=T)
+            times.append(time.perf_counter() - a)
+        toks = sum(c[0] for c in g.completion_tokens)
+        out = {"s": min(times), "decoded_tokens": toks, "tokens_per_s": toks / min(times),
+               "sequences": len(prompts), **_device_memory()}
+        engine.close()
+    elif section in ("es-hf", "es-vllm"):
+        if section == "es-hf":
+            engine = make_engine(load_policy(job["model_dir"], job["dtype"], device=spec["device"]))
+        else:
+            engine = make_engine(policy_shell(spec), EngineConfig(name="vllm", **job["engine"]))
+        engine.generate(prompts[:8], max_new_tokens=8)  # warm-up
+        out = es_iteration(engine, prompts, T, job["population"], job["sigma"])
+        out.update(_device_memory())
+        engine.close()
+    elif section == "grpo":
+        out = grpo_step(job, prompts)
+    elif section == "epg":
+        out = engines_per_gpu(job)
+    if gpu:
+        free, total = torch.cuda.mem_get_info()
+        out["peak_torch_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["device_used_at_end_gib"] = (total - free) / 2**30
+    return out
+
+
+def _device_memory() -> dict:
+    """GPU memory in use now (all of this process's allocations, vLLM's KV cache included)."""
+    if not torch.cuda.is_available():
+        return {}
+    free, total = torch.cuda.mem_get_info()
+    return {"device_used_gib": (total - free) / 2**30, "device_total_gib": total / 2**30}
+
+
+def grpo_step(job: dict, prompts: list[str]) -> dict:
+    """One GRPO optimizer step with TRL generating on a colocated vLLM (the engine=vllm wiring)."""
+    from trl import GRPOConfig
+
+    from harness.budget import Ledger
+    from harness.engines import trl_vllm_kwargs
+    from harness.policy import load_policy
+    from methods import grpo
+    from tasks.countdown import Countdown
+
+    extra = trl_vllm_kwargs({"name": "vllm", "gpu_memory_utilization": job["grpo_vllm_memory"]},
+                            max_model_len=job["max_model_len"])
+
+    class VLLMConfig(GRPOConfig):
+        def __init__(self, **kw):
+            super().__init__(**kw, **extra)
+
+    grpo.GRPOConfig = VLLMConfig
+    if not torch.cuda.is_available():  # CPU smoke: settings TRL does not expose
+        import trl.generation.vllm_generation as trl_vllm
+        real = trl_vllm.LLM
+        trl_vllm.LLM = lambda **kw: real(**kw, enforce_eager=True, kv_cache_memory_bytes=2**30)
+    policy = load_policy(job["model_dir"], job["dtype"], device="cuda" if torch.cuda.is_available() else "cpu")
+
+    class Toy(Countdown):
+        def reward(self, completions, completion_ids=None, **kw):
+            return [sum(t % 7 for t in ids) / (6 * max(len(ids), 1)) for ids in completion_ids]
+
+    method = grpo.GRPO(prompts_per_step=job["grpo_prompts"], num_generations=job["grpo_generations"],
+                       max_completion_length=job["new_tokens"], learning_rate=1e-6, beta=0.0, max_steps=2,
+                       gradient_checkpointing=torch.cuda.is_available())
+    with tempfile.TemporaryDirectory() as d:
+        ledger = Ledger(limit=1e30)
+        a = time.perf_counter()
+        summary = method.train(policy, Toy(source="zoo", template="compact", max_new_tokens=job["new_tokens"]),
+                               ledger, Path(d))
+        rows = [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
+    return {"total_s": time.perf_counter() - a, "steps": summary["steps"], "step_s": [r["step_s"] for r in rows],
+            "token_cross_check": "held (GRPO raises otherwise)", "flops": ledger.flops}
+
+
+def engines_per_gpu(job: dict) -> dict:
+    """ES iterations with K = engines_per_gpu Ray workers sharing one GPU (the second iteration timed)."""
+    from harness.budget import Ledger
+    from methods.es import ES
+    from methods.es_population import Population, policy_shell
+    from tasks.countdown import Countdown
+
+    k = job["epg"]
+    # the driver only names parameters: a meta-device model (the weights live in the workers' engines)
+    policy = policy_shell({"name_or_path": job["model_dir"], "dtype": job["dtype"], "chat_template": False,
+                           "system_prompt": None})
+    task = Countdown(source="zoo", template="compact", max_new_tokens=job["new_tokens"])
+    pop = max(job["population"], k)
+    es = ES(population=pop, prompts_per_iteration=job["prompts"], sigma=job["sigma"], alpha=job["sigma"] / 2,
+            generation_batch_size=job["prompts"], checkpoint_every=0)
+    engine = {"name": "vllm", **job["engine"], "engines_per_gpu": k}
+    with tempfile.TemporaryDirectory() as d:
+        Population(es, engine, k, use_ray=True, threads=1).train(
+            policy, task, Ledger(limit=2 * pop * job["prompts"], kind="samples"), Path(d))
+        rows = [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    return {"workers": k, "population": pop, "iteration_s": last["wall_s"],
+            "sequences_per_s": pop * job["prompts"] / last["wall_s"], "tokens_per_s": last["tokens"] / last["wall_s"]}
+
+
+# ---- the orchestration (parent process) ----
+def run_child(job: dict, timeout: int) -> dict:
+    a = time.perf_counter()
+    try:
+        p = subprocess.run([sys.executable, "-m", "harness.gpu_check", "--one", json.dumps(job)], text=True,
+                           capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout}s"}
+    lines = [x[len(TAG):] for x in p.stdout.splitlines() if x.startswith(TAG)]
+    if p.returncode or not lines:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-15:]
+        return {"error": f"exit {p.returncode}", "tail": tail}
+    res = json.loads(lines[-1])
+    res["process_s"] = time.perf_counter() - a
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--prompts", type=int, default=200, help="ES batch: prompts per member (the paper's 200)")
+    ap.add_argument("--new-tokens", type=int, default=256)
+    ap.add_argument("--population", type=int, default=4, help="members in the timed ES iteration")
+    ap.add_argument("--sigma", type=float, default=1e-3)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--check-tokens", type=int, default=16, help="new tokens of the strict fp32 reward check")
+    ap.add_argument("--engines-per-gpu", default="1,2,4")
+    ap.add_argument("--grpo-prompts", type=int, default=8)
+    ap.add_argument("--grpo-generations", type=int, default=8)
+    ap.add_argument("--grpo-vllm-memory", type=float, default=0.3)
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
+    ap.add_argument("--out", default=None, help="also write the results as JSON here")
+    ap.add_argument("--smoke", action="store_true", help="CPU: tiny bodies, few prompts (checks the code path)")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines in the measuring process: its memory counts
+    if a.one:
+        job = json.loads(a.one)
+        torch.set_num_threads(job.get("threads", 1)) if not torch.cuda.is_available() else None
+        print(TAG + json.dumps(measure(job)), flush=True)
+        return 0
+    if not torch.cuda.is_available() and not a.smoke:
+        print("gpu_check: no GPU visible (torch.cuda.is_available() is False); run it on a GPU node, "
+              "or pass --smoke to exercise the code path on CPU")
+        return 2
+    if a.smoke:
+        a.prompts, a.new_tokens, a.population, a.dtype = min(a.prompts, 16), min(a.new_tokens, 16), 3, "float32"
+        a.engines_per_gpu = "1,2" if a.engines_per_gpu == "1,2,4" else a.engines_per_gpu
+    engine = {"gpu_memory_utilization": a.gpu_memory_utilization,
+              "max_model_len": None, "max_num_seqs": max(256, a.prompts)}
+    if a.smoke:
+        engine = {"max_model_len": 1024, "cpu_kvcache_gb": 1.0}
+    results, status = {"args": vars(a), "device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
+                       else "cpu (smoke)", "shapes": {}}, 0
+    sections = a.sections.split(",")
+    with tempfile.TemporaryDirectory(prefix="esbench-gpu-check-") as tmp:
+        for i, shape in enumerate(a.shapes.split(",")):
+            res = results["shapes"][shape] = {}
+            strict = i == 0
+            dtypes = {"float32"} | ({a.dtype} if not a.smoke else set()) if strict else {a.dtype}
+            dirs = {}
+            for dt in sorted(dtypes):
+                dirs[dt] = str(build_model(shape, Path(tmp) / f"{shape}-{dt}", dt, a.smoke))
+            base = dict(prompts=a.prompts, new_tokens=a.new_tokens, population=a.population, sigma=a.sigma,
+                        engine=engine, max_model_len=(1024 if a.smoke else 4096), grpo_prompts=a.grpo_prompts,
+                        grpo_generations=a.grpo_generations, grpo_vllm_memory=a.grpo_vllm_memory)
+            main_job = dict(base, model_dir=dirs[a.dtype], dtype=a.dtype)
+            for sec in sections:
+                if sec == "epg":
+                    for k in [int(x) for x in a.engines_per_gpu.split(",")]:
+                        res[f"epg={k}"] = run_child(dict(main_job, section="epg", epg=k), a.timeout)
+                        print(shape, f"epg={k}", json.dumps(res[f"epg={k}"]), flush=True)
+                elif sec in SECTIONS:
+                    res[sec] = run_child(dict(main_job, section=sec), a.timeout)
+                    print(shape, sec, json.dumps({k: v for k, v in res[sec].items() if k != "rewards"}), flush=True)
+            if "es-hf" in sections and "es-vllm" in sections:
+                res["reward_check"] = compare(res.get("es-hf", {}), res.get("es-vllm", {}), strict=False)
+                if strict:  # fp32, short completions: must agree
+                    job = dict(base, model_dir=dirs["float32"], dtype="float32", new_tokens=a.check_tokens,
+                               prompts=min(a.prompts, 64))
+                    h, v = run_child(dict(job, section="es-hf"), a.timeout), run_child(dict(job, section="es-vllm"),
+                                                                                      a.timeout)
+                    res["reward_check_fp32"] = compare(h, v, strict=True)
+                    print(shape, "reward check (fp32)", json.dumps(res["reward_check_fp32"]), flush=True)
+                    if not res["reward_check_fp32"].get("agree"):
+                        status = max(status, 1)
+            for dt, d in dirs.items():
+                import shutil
+                shutil.rmtree(d, ignore_errors=True)
+            if any("error" in v for v in res.values() if isinstance(v, dict)):
+                status = 2 if status == 0 else status
+    print(json.dumps(results, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+    print({0: "gpu_check: ok", 1: "gpu_check: vLLM and HF DISAGREE on member rewards",
+           2: "gpu_check: a measurement failed (see 'error')"}[status])
+    return status
+
+
+def compare(h: dict, v: dict, strict: bool) -> dict:
+    if "rewards" not in h or "rewards" not in v:
+        return {"agree": False, "error": "a side failed", "hf": h.get("error"), "vllm": v.get("error")}
+    diff = max(abs(x - y) for x, y in zip(h["rewards"], v["rewards"]))
+    same_update = h.get("checksum_after_update") == v.get("checksum_after_update")
+    return {"agree": diff == 0.0 if strict else diff < 0.05, "max_abs_reward_diff": diff,
+            "hf": h["rewards"], "vllm": v["rewards"], "same_master_after_update": same_update}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

