@@ -17,6 +17,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness.engines import make_engine, plain_engine
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
 from harness.records import Record, new_record, write_record
@@ -53,10 +54,19 @@ def default_label(method, cfg: DictConfig) -> str:
     return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys)])
 
 
-def curve_evaluation(eval_cfg: EvalConfig, policy, task) -> dict:
+def curve_evaluation(eval_cfg: EvalConfig, policy, task, cfg: DictConfig) -> dict:
     """make_ledger's learning-curve arguments: validation greedy accuracy every `every_flops_fraction`
-    of the budget, on a fixed prompt subset (recorded, never charged), or nothing when it is off."""
+    of the budget, on a fixed prompt subset (recorded, never charged), or nothing when it is off.
+
+    Off too when ES scores its members on engine workers: the weights then live in the workers and
+    the driver's model only receives them at the end, so a curve point would measure stale weights.
+    """
     if not eval_cfg.every_flops_fraction:
+        return {}
+    if cfg.method.get("workers", 1) > 1 or (cfg.method.get("engine") and cfg.engine.name != "hf"):
+        log.warning("eval.every_flops_fraction is ignored when ES runs on engine workers (engine=%s, "
+                    "method.workers=%s): the driver's weights are only updated at the end", cfg.engine.name,
+                    cfg.method.get("workers", 1))
         return {}
     curve_cfg = eval_cfg.for_curve()
 
@@ -98,7 +108,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
-                             **curve_evaluation(eval_cfg, policy, task))
+                             **curve_evaluation(eval_cfg, policy, task, cfg))
         record.train = method.train(policy, task, ledger, run_dir) or {}
         record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                          "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
@@ -106,15 +116,21 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         record.curve = list(ledger.evals)
         train_s = ledger.wall_s  # summed over every process of a resumed run
         reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
+        engine = None
+        if cfg.engine.name != "hf":  # evaluation generates with the configured engine, on the trained weights
+            engine = make_engine(policy, plain_engine(cfg.engine))
+            engine.load_from(policy.model)
         for split in cfg.eval_splits:
-            res = evaluate(policy, task, split, eval_cfg.for_split(split), reference)
+            res = evaluate(policy, task, split, eval_cfg.for_split(split), reference, engine)
             record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
         for name in eval_cfg.tasks:  # forgetting: the trained policy on other tasks' test splits
-            res = evaluate(policy, build_task(name), "test", eval_cfg, reference)
+            res = evaluate(policy, build_task(name), "test", eval_cfg, reference, engine)
             record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
+        if engine is not None:
+            engine.close()
         record.wall_s = {"train": round(train_s, 1), "total": round(time.time() - start, 1),
                          "curve_eval": round(sum(e.get("eval_s", 0) for e in record.curve), 1)}
         record.status = "ok"

@@ -44,15 +44,18 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from harness.budget import Ledger
-from harness.steplog import StepStats
+from harness.atomic import write_text_atomic
+from harness.budget import Ledger, StepStats
+from harness.engines import plain_engine
 from harness.flops import generation_flops
 from harness.policy import Policy, generate
-from harness.atomic import write_text_atomic
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
 
 CKPT = "es_checkpoint"
+# settings a resumed run may change: bounds, checkpoint cadence, batching and where members are scored
+LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine", "workers", "use_ray",
+         "ray_address", "threads")
 _MASK64 = (1 << 64) - 1
 
 
@@ -74,8 +77,15 @@ class ESConfig:
     generation_batch_size: int = field(default=200, metadata={"help": "sequences per generate() call"})
     checkpoint_every: int = field(default=50, metadata={"help": "iterations between checkpoints (and at the end); "
                                                         "0 = only at the end"})
+    # scale-out (methods/es_population.py): where members are scored; the result does not depend on it
+    engine: dict | str | None = field(default=None, metadata={"help": "conf/engine: hf (in place) or vllm"})
+    workers: int = field(default=1, metadata={"help": "ES workers, one engine each (Ray actors when > 1)"})
+    use_ray: bool | None = field(default=None, metadata={"help": "null: Ray iff workers > 1"})
+    ray_address: str | None = field(default=None, metadata={"help": "null: a local Ray; host:6379 joins a cluster"})
+    threads: int = field(default=1, metadata={"help": "torch CPU threads of each worker"})
 
     def __post_init__(self):
+        self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
         for name in ("population", "prompts_per_iteration", "max_iterations", "generation_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
@@ -186,6 +196,9 @@ class ES(ConfiguredMethod):
         return seeds, rng.sample(range(n_train), c.prompts_per_iteration)
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
+        from methods import es_population  # imports this module: resolved at call time
+        if es_population.wants_population(self.config.engine, self.config.workers, self.config.use_ray):
+            return es_population.train(self, policy, task, ledger, run_dir)
         c, run_dir = self.config, Path(run_dir)
         model = policy.model
         names, params = zip(*[(n, p) for n, p in model.named_parameters()])  # tied weights appear once
@@ -280,7 +293,7 @@ class ES(ConfiguredMethod):
         if path is None:
             return 0
         state = json.loads((path / "state.json").read_text())
-        check_resumable(path, asdict(self.config), state["config"], ("max_iterations", "checkpoint_every", "generation_batch_size"), "ES")
+        check_resumable(path, asdict(self.config), state["config"], LOOSE, "ES")
         weights = load_file(str(path / "master.safetensors"))
         if set(weights) != set(names):
             raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")

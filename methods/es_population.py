@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import time
 from dataclasses import asdict
@@ -34,15 +33,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from harness.atomic import write_text_atomic
 from harness.budget import Ledger
 from harness.engines import EngineConfig, EngineError, make_engine
 from harness.flops import generation_flops
 from harness.policy import DTYPES, Policy, load_policy, resolve_model_path
-from methods.base import log_step
-from methods.es import CKPT, ES, zscore
+from methods.base import check_resumable, fsync_file, latest_dir, save_dir_atomic
+from methods.es import CKPT, ES, LOOSE, zscore
 from tasks.base import Task
 
-LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size")  # may change on resume (as in es.py)
 
 
 class WorkerError(EngineError):
@@ -57,10 +56,11 @@ def wants_population(engine=None, workers: int = 1, use_ray: bool | None = None,
     return (name or "hf") != "hf" or workers > 1 or bool(use_ray)
 
 
-def train(es: ES, policy: Policy, task: Task, ledger: Ledger, run_dir: Path, *, engine=None, workers: int = 1,
-          use_ray: bool | None = None, ray_address: str | None = None, threads: int = 1) -> dict:
-    """ES.train, with the population on `workers` engine workers (see the module docstring)."""
-    return Population(es, engine, workers, use_ray, ray_address, threads).train(policy, task, ledger, Path(run_dir))
+def train(es: ES, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
+    """ES.train, with the population on `es.config.workers` engine workers (see the module docstring)."""
+    c = es.config
+    return Population(es, c.engine, c.workers, c.use_ray, c.ray_address, c.threads).train(policy, task, ledger,
+                                                                                          Path(run_dir))
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -307,27 +307,24 @@ class Population:
         pool = self.start(policy, task)
         try:
             checksum = self._agree(pool.call("init_master", [(source,)] * self.k), start)
-            it, skipped, last = start, 0, {}
+            it, skipped, last = start, 0, None
+            ledger.start_clock()
             while it < c.max_iterations and not ledger.exhausted:
                 last = self._iteration(it, ledger, n_train)
-                checksum = last["master_checksum"]
-                skipped += last["skipped"]
+                checksum = last.extras["master_checksum"]
+                skipped += last.extras["skipped"]
                 it += 1
-                log_step(run_dir, last)
-                print(f"es it {it:4d} reward {last['reward_mean']:.4f} max {last['reward_max']:.4f} "
-                      f"std {last['reward_std']:.4f} |upd| {last['update_norm']:.3e}"
-                      f"{' SKIP' if last['skipped'] else ''} flops {ledger.flops:.3g} ({ledger.fraction:.0%}) "
-                      f"[{self.k} x {self.engine_cfg['name']}] gen {last['time_generate_s']:.2f}s "
-                      f"wall {last['wall_s']:.2f}s", flush=True)
                 if c.checkpoint_every and it % c.checkpoint_every == 0:
                     self._save_checkpoint(run_dir, it, ledger)
             self._save_checkpoint(run_dir, it, ledger)
         finally:
             pool.close()
         self._load_into(policy, run_dir / CKPT / "master.safetensors")
-        return {"steps": it, "resumed_from": start, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
-                "last_reward_mean": last.get("reward_mean"), "workers": self.k, "engine": self.engine_cfg["name"],
-                "master_checksum": checksum}
+        ledger.close()
+        return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
+                "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
+                "last_reward_mean": last.reward_mean if last else None, "workers": self.k,
+                "engine": self.engine_cfg["name"], "master_checksum": checksum}
 
     def _iteration(self, it: int, ledger: Ledger, n_train: int) -> dict:
         c = self.es.config
@@ -352,45 +349,34 @@ class Population:
             norms, sums = [r[0] for r in res], [r[1] for r in res]
         checksum = self._agree(sums, it + 1)
         t_update = time.perf_counter() - a
-        ledger.charge(flops, c.population * len(idx), method="es", iteration=it + 1)
         t = {k: sum(m["t"][k] for m in members) for k in ("generate", "reward", "perturb_restore")}
-        return {"iteration": it + 1, "reward_mean": statistics.fmean(rewards), "reward_max": max(rewards),
-                "reward_min": min(rewards), "reward_std": statistics.pstdev(rewards), "update_norm": norms[0],
-                "skipped": z is None, "flops": ledger.flops, "samples": ledger.samples,
-                "wall_s": time.perf_counter() - t0, **{f"time_{k}_s": v for k, v in t.items()},
-                "time_update_s": t_update, "time_score_wall_s": t_score, "workers": self.k,
-                "engine": self.engine_cfg["name"], "master_checksum": checksum,
-                "tokens": sum(m["tokens"] for m in members)}
+        return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
+                           iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norms[0],
+                           skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
+                           **{f"time_{k}_s": v for k, v in t.items()}, time_update_s=t_update,
+                           time_score_wall_s=t_score, workers=self.k, engine=self.engine_cfg["name"],
+                           master_checksum=checksum, tokens=sum(m["tokens"] for m in members))
 
     # ---- checkpoints: the format of methods/es.py (master.safetensors keyed by HF names + state.json) ----
     def _save_checkpoint(self, run_dir: Path, iteration: int, ledger: Ledger) -> None:
-        final, tmp, old = run_dir / CKPT, run_dir / f"{CKPT}.tmp", run_dir / f"{CKPT}.old"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self.pool.call("save_master", [(str(tmp / "master.safetensors"),)], "checkpointing")  # worker 0 only
         state = {"iteration": iteration, "config": asdict(self.es.config), "rng": "a pure function of (seed, iteration)",
-                 "ledger": {"flops": ledger.flops, "samples": ledger.samples, "steps": ledger.steps,
-                            "history": ledger.history},
-                 "population": {"workers": self.k, "engine": self.engine_cfg["name"]}}
-        (tmp / "state.json").write_text(json.dumps(state, indent=1) + "\n")
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
+                 "ledger": ledger.state_dict(), "population": {"workers": self.k, "engine": self.engine_cfg["name"]}}
+
+        def write(tmp: Path) -> None:
+            self.pool.call("save_master", [(str(tmp / "master.safetensors"),)], "checkpointing")  # worker 0 only
+            fsync_file(tmp / "master.safetensors")
+            write_text_atomic(tmp / "state.json", json.dumps(state, indent=1) + "\n")  # last: marks it complete
+
+        save_dir_atomic(run_dir / CKPT, write)
 
     def _load_checkpoint(self, run_dir: Path, ledger: Ledger) -> tuple[int, str | None]:
-        """(iteration, master file) from run_dir's ES checkpoint, ledger totals restored; (0, None) if none."""
-        path = next((p for p in (run_dir / CKPT, run_dir / f"{CKPT}.old") if (p / "state.json").exists()), None)
+        """(iteration, master file) from run_dir's ES checkpoint, ledger state restored; (0, None) if none."""
+        path = latest_dir(run_dir / CKPT, "state.json")
         if path is None:
             return 0, None
         state = json.loads((path / "state.json").read_text())
-        mine, theirs = asdict(self.es.config), state["config"]
-        if any(mine[k] != theirs.get(k) for k in mine if k not in LOOSE):
-            raise ValueError(f"{path} was written with ES config {theirs}, but this run uses {mine}; "
-                             "use the same method settings to resume, or a fresh run_dir")
-        saved = state["ledger"]
-        ledger.flops, ledger.samples, ledger.steps, ledger.history = (
-            saved["flops"], saved["samples"], saved["steps"], saved["history"])
+        check_resumable(path, asdict(self.es.config), state["config"], LOOSE, "ES")
+        ledger.load_state_dict(state["ledger"])
         print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
         return state["iteration"], str((path / "master.safetensors").resolve())
 

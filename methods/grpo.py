@@ -69,6 +69,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from harness.budget import Ledger
+from harness.engines import plain_engine, trl_vllm_kwargs
 from harness.flops import forward_flops, generation_flops, train_flops
 from harness.policy import Policy
 from methods.base import ConfiguredMethod
@@ -109,8 +110,11 @@ class GRPOMethodConfig:
     checkpoint_every: int = field(default=0, metadata={
         "help": "Steps between TRL checkpoints in run_dir/trl (resumed from automatically); 0 = none. "
                 "A multiple of num_iterations."})
+    engine: dict | str | None = field(default=None, metadata={
+        "help": "conf/engine: hf (TRL generates with the policy) or vllm (TRL use_vllm, colocate mode)."})
 
     def __post_init__(self):
+        self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"method.loss_type={self.loss_type!r} is not supported; "
                              f"use one of {', '.join(LOSS_TYPES)}")
@@ -259,6 +263,8 @@ class GRPO(ConfiguredMethod):
         args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens)
         # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
+        # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
+        old_logprobs = old_logprobs or bool(args.use_vllm and args.vllm_importance_sampling_correction)
         one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
                     else self._min_step_flops(model.config, tok, prompts, old_logprobs))
         ledger.check_step_fits(one_step, "GRPO")
@@ -321,6 +327,7 @@ class GRPO(ConfiguredMethod):
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
             num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **ref_kwargs,
+            **trl_vllm_kwargs(cfg.engine, max_model_len=None),
         )
 
     def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool) -> float:

@@ -144,10 +144,7 @@ def test_vllm_load_from_an_hf_model(prompts, vllm_engine):
 @needs_vllm
 def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch, prompts):
     """engine=vllm for GRPO = TRL's use_vllm colocate; methods/grpo.py's ledger cross-check still holds."""
-    import json
-
     import trl.generation.vllm_generation as trl_vllm
-    from trl import GRPOConfig
 
     from harness.budget import Ledger
     from harness.engines import trl_vllm_kwargs
@@ -156,10 +153,6 @@ def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch
     extra = trl_vllm_kwargs({"name": "vllm"}, max_model_len=512)
     assert extra["use_vllm"] and extra["vllm_mode"] == "colocate"
 
-    class VLLMConfig(GRPOConfig):  # what methods/grpo.py's _trl_args would add for engine=vllm
-        def __init__(self, **kw):
-            super().__init__(**kw, **extra)
-
     built = []
     real_llm = trl_vllm.LLM
 
@@ -167,7 +160,6 @@ def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch
         built.append(kw)
         return real_llm(**kw, enforce_eager=True, kv_cache_memory_bytes=2**30)
 
-    monkeypatch.setattr(grpo, "GRPOConfig", VLLMConfig)
     monkeypatch.setattr(trl_vllm, "LLM", llm)
     policy = load_policy(MODEL, "float32", device="cpu")
     ledger = Ledger(limit=1e18)
@@ -177,8 +169,8 @@ def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch
             return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
 
     method = grpo.GRPO(prompts_per_step=2, num_generations=4, max_completion_length=8, learning_rate=1e-3,
-                       beta=0.0, max_steps=2)
+                       beta=0.0, max_steps=2, engine={"name": "vllm"})
     out = method.train(policy, Short(n_train=16, max_new_tokens=8), ledger, tmp_path)
     assert built and out["steps"] == 2 and ledger.steps == 2
-    rows = [json.loads(x) for x in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    rows = [s.extras for s in ledger.history]
     assert all(len(r["completion_tokens"]) == 8 and max(r["completion_tokens"]) <= 8 for r in rows)

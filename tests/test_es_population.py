@@ -8,7 +8,6 @@ and skip with that reason without it.
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import pytest
 import torch
@@ -56,8 +55,8 @@ def same(a, b) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def log(run_dir) -> list[dict]:
-    return [json.loads(x) for x in (run_dir / "train_log.jsonl").read_text().splitlines()]
+def rewards(ledger) -> list[float]:
+    return [s.reward_mean for s in ledger.history]
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +65,7 @@ def reference(tmp_path_factory):
     run = tmp_path_factory.mktemp("es")
     pol, ledger = policy(), Ledger(limit=2 * N * P, kind="samples")
     make_es().train(pol, TASK, ledger, run)
-    return {"params": params(pol), "flops": ledger.flops, "rewards": [r["reward_mean"] for r in log(run)]}
+    return {"params": params(pol), "flops": ledger.flops, "rewards": rewards(ledger)}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +82,7 @@ def ray_cluster():
 
 def run_population(tmp_path, engine="hf", workers=1, iterations=2, **kw):
     pol, ledger = policy(), Ledger(limit=iterations * N * P, kind="samples")
-    out = es_population.train(make_es(), pol, TASK, ledger, tmp_path, engine=engine, workers=workers, **kw)
+    out = es_population.train(make_es(engine=engine, workers=workers, **kw), pol, TASK, ledger, tmp_path)
     return pol, ledger, out
 
 
@@ -106,7 +105,7 @@ def test_hf_in_process_equals_es_train(tmp_path, reference):
     pol, ledger, out = run_population(tmp_path)
     assert same(params(pol), reference["params"])
     assert ledger.flops == reference["flops"]
-    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert rewards(ledger) == reference["rewards"]
     assert out["steps"] == 2 and out["workers"] == 1
 
 
@@ -115,7 +114,7 @@ def test_ray_two_workers_bit_identical(tmp_path, reference, ray_cluster):
     pol, ledger, out = run_population(tmp_path, workers=2)
     assert same(params(pol), reference["params"])
     assert ledger.flops == reference["flops"]
-    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert rewards(ledger) == reference["rewards"]
     assert out["workers"] == 2
 
 
@@ -180,7 +179,7 @@ def test_engine_from_a_hydra_node():
 @needs_vllm
 def test_vllm_in_process_equals_es_train(tmp_path, reference):
     pol, ledger, out = run_population(tmp_path, engine="vllm")
-    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert rewards(ledger) == reference["rewards"]
     assert ledger.flops == reference["flops"]
     assert same(params(pol), reference["params"])
 
@@ -189,6 +188,6 @@ def test_vllm_in_process_equals_es_train(tmp_path, reference):
 @needs_ray
 def test_vllm_two_ray_workers_bit_identical(tmp_path, reference, ray_cluster):
     pol, ledger, out = run_population(tmp_path, engine="vllm", workers=2)
-    assert [r["reward_mean"] for r in log(tmp_path)] == reference["rewards"]
+    assert rewards(ledger) == reference["rewards"]
     assert same(params(pol), reference["params"])
     assert out["workers"] == 2 and out["engine"] == "vllm"

@@ -11,8 +11,18 @@ from __future__ import annotations
 from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, master_checksum
 from harness.policy import Policy
 
-__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "master_checksum", "trl_vllm_kwargs",
+__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "master_checksum", "plain_engine", "trl_vllm_kwargs",
            "vllm_available"]
+
+
+def plain_engine(engine) -> dict:
+    """An engine setting as a plain dict: a Hydra node (`method.engine: ${engine}`), a name, a dict or None (hf)."""
+    if engine is None or isinstance(engine, str):
+        return {"name": engine or "hf"}
+    if hasattr(engine, "_metadata"):  # an OmegaConf node
+        from omegaconf import OmegaConf
+        return OmegaConf.to_container(engine, resolve=True)
+    return dict(engine)
 
 
 def vllm_available() -> str | None:

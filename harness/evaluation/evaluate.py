@@ -9,6 +9,7 @@ prompts with a bootstrap 95% CI over prompts.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -109,7 +110,7 @@ class EvalResult:
     wall_s: float
 
 
-def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None) -> EvalResult:
+def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, engine=None) -> EvalResult:
     """Score `policy` on `split` of `task` (see module docstring).
 
     Args:
@@ -118,8 +119,11 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None) 
         split: "test" or "validation".
         cfg: evaluation settings.
         reference: the untrained model; with it, `kl_to_base` is measured on the sampled completions.
+        engine: generate with this engine (harness/engines, e.g. vLLM) instead of HF generate on
+            `policy`; token counts, and so FLOPs, are counted the same way either way.
     """
     start = time.time()
+    gen = engine.generate if engine is not None else functools.partial(generate, policy)
     rows = task.load(split)
     limit = cfg.n_prompts or getattr(task, "n_eval", None)
     if limit:
@@ -132,7 +136,7 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None) 
     was_training = policy.model.training
     policy.model.eval()
     if cfg.greedy:
-        g = generate(policy, prompts, greedy=True, max_new_tokens=max_new, batch_size=cfg.batch_size)
+        g = gen(prompts, greedy=True, max_new_tokens=max_new, batch_size=cfg.batch_size)
         flops += _flops(policy, g)
         texts = [t[0] for t in g.texts]
         per_prompt["greedy_acc"] = [float(task.is_correct(t, **_row(cols, i))) for i, t in enumerate(texts)]
@@ -141,8 +145,8 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None) 
                       "decoding": "greedy"} for i in range(min(cfg.n_examples, len(texts)))]
     curve = {}
     if cfg.n_samples:
-        s = generate(policy, prompts, n=cfg.n_samples, greedy=False, temperature=cfg.temperature, top_p=cfg.top_p,
-                     max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed)
+        s = gen(prompts, n=cfg.n_samples, greedy=False, temperature=cfg.temperature, top_p=cfg.top_p,
+                max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed)
         flops += _flops(policy, s)
         n = cfg.n_samples
         correct = [[task.is_correct(t, **_row(cols, i)) for t in s.texts[i]] for i in range(len(prompts))]
