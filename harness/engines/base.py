@@ -47,6 +47,9 @@ class EngineConfig:
         max_num_seqs: vLLM's max sequences per scheduler step (the ES batch should fit in one).
         prefix_caching: vLLM automatic prefix caching; ES resets it after every weight change.
         extra: more vllm.LLM keyword arguments, passed as is.
+        workers: ES workers, one engine each (conf/method/es.yaml's `workers` follows it). It lives
+            here, with the run's other placement settings, so an experiment sets it once for its ES
+            runs (`engine.workers=8`) without reaching methods that have no workers.
     """
 
     name: str = "hf"
@@ -58,6 +61,7 @@ class EngineConfig:
     max_num_seqs: int = 256
     prefix_caching: bool = False
     extra: dict = field(default_factory=dict)  # passed to vllm.LLM as is
+    workers: int = 1
 
     def __post_init__(self):
         if self.name not in ENGINES:

@@ -135,7 +135,9 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
                 cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {_fmt_pub(pub, metric)})"))
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     unit = " in %" if is_percent(metric) else ""
-    text = "\n".join(lines) + f"\n\nTest {metric}{unit}; RL columns are each grid's point chosen on validation."
+    grids = main["grid"].apply(lambda g: isinstance(g, str)).any() if "grid" in main else False
+    text = "\n".join(lines) + f"\n\nTest {metric}{unit}." + (" RL columns are each grid's point chosen on validation."
+                                                           if grids else "")
     if paper:
         text += " Each cell: measured (published, measured - published)."
     return text + (f" {note}" if note else "") + "\n"
