@@ -1,7 +1,7 @@
 """Learning curves: train reward and validation accuracy against FLOPs spent, every method on one axis.
 
 One column per model; the top panel is the mean train reward of each step (the population's for ES,
-the group's for GRPO, the rollouts' for PPO), the bottom one validation greedy accuracy measured at
+the group's for GRPO, the rollouts' for PPO; a trailing mean over a tenth of the run's steps), the bottom one validation greedy accuracy measured at
 fixed fractions of the budget (`eval.every_flops_fraction`). One line per main row (each grid's
 chosen point only), the mean over seeds, with the seeds' min-max as a band. An untrained row is a
 dotted level line at its validation score.
@@ -21,9 +21,21 @@ import pandas as pd  # noqa: E402
 from harness.atomic import save_figure_atomic  # noqa: E402
 
 VAL_METRIC = "greedy_acc"
+SMOOTH_SHARE = 10  # the train panel shows a trailing mean over 1/10 of each run's steps
 
 
-def seed_band(curves: list[list[dict]], key: str, scale: float = 1.0):
+def rolling_mean(y: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over `window` points (fewer at the start): per-step rewards of a 64-completion
+    GRPO step swing by +-0.2, which hides the trend the figure is for."""
+    if window <= 1:
+        return y
+    c = np.cumsum(np.insert(y, 0, 0.0))
+    idx = np.arange(1, len(y) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (c[idx] - c[lo]) / (idx - lo)
+
+
+def seed_band(curves: list[list[dict]], key: str, scale: float = 1.0, smooth: int = 1):
     """(x, mean, lo, hi) of `key` against cumulative FLOPs over seeds, on the shared x-range of all seeds.
 
     Seeds log at slightly different FLOPs (steps differ in token counts), so each is interpolated
@@ -33,7 +45,9 @@ def seed_band(curves: list[list[dict]], key: str, scale: float = 1.0):
     for c in curves:
         pts = [(float(p["flops"]), float(p[key])) for p in c if p.get(key) is not None and p.get("flops") is not None]
         if pts:
-            series.append(np.array(sorted(pts)))
+            a = np.array(sorted(pts))
+            a[:, 1] = rolling_mean(a[:, 1], -(-len(a) // smooth) if smooth > 1 else 1)  # ceil(len / smooth)
+            series.append(a)
     if not series:
         return None
     if len(series) == 1:
@@ -70,9 +84,9 @@ def curves_plot(main: pd.DataFrame, path: Path, title: str = "") -> bool:
                 if not (isinstance(r.get("val"), float) and math.isnan(r["val"])) and r.get("val") is not None:
                     bottom.axhline(100 * r["val"], color=c, ls=":", lw=1, label=f"{_name(r)} (untrained)")
                 continue
-            for ax, curves, key, scale in ((top, r.get("train_curves"), "reward_mean", 1.0),
-                                           (bottom, r.get("val_curves"), VAL_METRIC, 100.0)):
-                band = seed_band(curves if isinstance(curves, list) else [], key, scale)
+            for ax, curves, key, scale, smooth in ((top, r.get("train_curves"), "reward_mean", 1.0, SMOOTH_SHARE),
+                                                   (bottom, r.get("val_curves"), VAL_METRIC, 100.0, 1)):
+                band = seed_band(curves if isinstance(curves, list) else [], key, scale, smooth)
                 if band is None:
                     continue
                 x, mean, lo, hi = band
@@ -80,7 +94,7 @@ def curves_plot(main: pd.DataFrame, path: Path, title: str = "") -> bool:
                 if (hi > lo).any():
                     ax.fill_between(x, lo, hi, color=c, alpha=0.15)
         top.set_title(str(model), fontsize=9)
-        top.set_ylabel("train reward (mean of the step)")
+        top.set_ylabel(f"train reward (trailing mean over 1/{SMOOTH_SHARE} of the steps)")
         bottom.set_ylabel(f"validation {VAL_METRIC} (%)")
         bottom.set_xlabel("training FLOPs")
         for ax in (top, bottom):
