@@ -54,19 +54,18 @@ def default_label(method, cfg: DictConfig) -> str:
     return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys)])
 
 
-def curve_evaluation(eval_cfg: EvalConfig, policy, task, cfg: DictConfig) -> dict:
+def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
     """make_ledger's learning-curve arguments: validation greedy accuracy every `every_flops_fraction`
     of the budget, on a fixed prompt subset (recorded, never charged), or nothing when it is off.
 
-    Off too when ES scores its members on engine workers: the weights then live in the workers and
-    the driver's model only receives them at the end, so a curve point would measure stale weights.
+    Off too for a method that says its weights live elsewhere while it trains (`weights_in_driver`
+    False: ES scoring its members on engine workers), so a curve point would measure stale weights.
     """
     if not eval_cfg.every_flops_fraction:
         return {}
-    if cfg.method.get("workers", 1) > 1 or (cfg.method.get("engine") and cfg.engine.name != "hf"):
-        log.warning("eval.every_flops_fraction is ignored when ES runs on engine workers (engine=%s, "
-                    "method.workers=%s): the driver's weights are only updated at the end", cfg.engine.name,
-                    cfg.method.get("workers", 1))
+    if not getattr(method, "weights_in_driver", True):
+        log.warning("eval.every_flops_fraction is ignored: %s trains on engine workers and hands the weights "
+                    "back only at the end", method.name)
         return {}
     curve_cfg = eval_cfg.for_curve()
 
@@ -108,7 +107,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
-                             **curve_evaluation(eval_cfg, policy, task, cfg))
+                             **curve_evaluation(eval_cfg, policy, task, method))
         record.train = method.train(policy, task, ledger, run_dir) or {}
         record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                          "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}

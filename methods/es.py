@@ -186,6 +186,12 @@ class ES(ConfiguredMethod):
     trains = True
     config_class = ESConfig
 
+    @property
+    def weights_in_driver(self) -> bool:
+        """False when members are scored on engine workers: the driver's model is stale until the end."""
+        from methods import es_population
+        return not es_population.wants_population(self.config.engine, self.config.workers, self.config.use_ray)
+
     def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
         """Member seeds and prompt indices of one iteration: a pure function of (seed, iteration)."""
         c = self.config
