@@ -72,7 +72,7 @@ def toy_reward(completion_ids: list[list[int]]) -> float:
 
 def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, sigma: float) -> dict:
     """One ES iteration, timed by phase, directly on the engine API (what ESWorker does per member)."""
-    from methods.es import zscore
+    from methods.es_core import zscore
     seeds = list(range(1000, 1000 + population))
     t = {"perturb_restore": 0.0, "generate": 0.0, "reward": 0.0, "update": 0.0}
     rewards, tokens = [], 0

@@ -29,6 +29,7 @@ import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file
@@ -39,8 +40,11 @@ from harness.engines import EngineConfig, EngineError, make_engine
 from harness.flops import generation_flops
 from harness.policy import DTYPES, Policy, load_policy, resolve_model_path
 from methods.base import check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es import CKPT, ES, LOOSE, zscore
+from methods.es_core import CKPT, LOOSE, zscore
 from tasks.base import Task
+
+if TYPE_CHECKING:  # the ES method drives this module; only its type is needed here
+    from methods.es import ES
 
 
 
@@ -50,12 +54,6 @@ class WorkerError(EngineError):
 
 # ---------------------------------------------------------------------------------------------------------------
 # The dispatch ES.train uses (see the report / README): 3-5 lines in methods/es.py call these two.
-def wants_population(engine=None, workers: int = 1, use_ray: bool | None = None, **_) -> bool:
-    """True when ES should run through this module instead of its in-place HF loop."""
-    name = engine if isinstance(engine, str) or engine is None else dict(engine).get("name", "hf")
-    return (name or "hf") != "hf" or workers > 1 or bool(use_ray)
-
-
 def train(es: ES, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
     """ES.train, with the population on `es.config.workers` engine workers (see the module docstring)."""
     c = es.config

@@ -15,7 +15,7 @@ import torch
 from harness.budget import Ledger
 from harness.engines import vllm_available
 from harness.policy import load_policy
-from methods import es, es_population
+from methods import es, es_core, es_population
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)
@@ -87,11 +87,11 @@ def run_population(tmp_path, engine="hf", workers=1, iterations=2, **kw):
 
 
 def test_dispatch_rule():
-    assert not es_population.wants_population()
-    assert not es_population.wants_population("hf", 1)
-    assert es_population.wants_population("vllm", 1)
-    assert es_population.wants_population({"name": "vllm"}, 1)
-    assert es_population.wants_population("hf", 2)
+    assert not es_core.wants_population()
+    assert not es_core.wants_population("hf", 1)
+    assert es_core.wants_population("vllm", 1)
+    assert es_core.wants_population({"name": "vllm"}, 1)
+    assert es_core.wants_population("hf", 2)
 
 
 def test_blocks_are_static_and_cover_the_population():

@@ -15,13 +15,19 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def strip_type_checking(tree: ast.Module) -> ast.Module:
+    """Drop `if TYPE_CHECKING:` blocks: imports for annotations only never run, so cannot cycle."""
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")]
+    return tree
+
+
 def graph() -> dict[str, set[str]]:
     files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "checkpoints" not in p.parts]
     modules = {module_name(p): p for p in files}
     edges = {}
     for name, path in modules.items():
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(strip_type_checking(ast.parse(path.read_text()))):
             targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
                        else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
                        else [])

@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 
 from harness.engines.base import Engine, master_checksum
 from harness.policy import Generation, Policy, generate
-from methods.es import es_update, perturb, restore
+from methods.es_core import es_update, perturb, restore
 
 
 class HFEngine(Engine):

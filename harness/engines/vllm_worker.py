@@ -89,7 +89,7 @@ class ESWorkerExtension:
     @torch.no_grad()
     def es_perturb(self, member_seed: int, sigma: float) -> None:
         """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es.perturb."""
-        from methods.es import noise
+        from methods.es_core import noise
 
         def tensors():
             for i, (n, m) in enumerate(zip(self.es_names, self.es_master)):
@@ -106,7 +106,7 @@ class ESWorkerExtension:
 
     @torch.no_grad()
     def es_update(self, member_seeds: list[int], z: list[float], alpha: float) -> float:
-        from methods.es import es_update
+        from methods.es_core import es_update
         norm = es_update(self.es_master, member_seeds, z, alpha, self.es_buf)
         self.es_restore()
         return norm
