@@ -29,8 +29,9 @@ def graph() -> dict[str, set[str]]:
         deps = set()
         for node in ast.walk(strip_type_checking(ast.parse(path.read_text()))):
             targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                       else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level
-                       else [])
+                       # `from methods import es_population` names a module; `from x.y import f` a name in x.y
+                       else [f"{node.module}.{a.name}" for a in node.names]
+                       if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
             for t in targets:
                 while t and t not in modules:  # `from harness.x import y`: the module is harness.x
                     t = t.rpartition(".")[0]
