@@ -19,6 +19,7 @@ def harness(*args, cwd):
                           text=True, timeout=300)
 
 
+@pytest.mark.slow  # a subprocess: Python, torch and Hydra start-up each time
 def test_missing_model_path_is_one_clear_line(tmp_path):
     r = harness("method=base", "model.name_or_path=./no/such/model", cwd=tmp_path)
     assert r.returncode == 2
@@ -26,12 +27,14 @@ def test_missing_model_path_is_one_clear_line(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # a subprocess: Python, torch and Hydra start-up each time
 def test_unknown_task_names_the_options(tmp_path):
     r = harness("task=nosuchtask", cwd=tmp_path)
     assert r.returncode != 0 and "nosuchtask" in r.stderr and "Available options" in r.stderr
     assert "countdown" in r.stderr
 
 
+@pytest.mark.slow  # a subprocess: Python, torch and Hydra start-up each time
 def test_eval_n_smaller_than_k_is_explained(tmp_path):
     r = harness("method=base", "eval.n_samples=8", cwd=tmp_path)
     assert r.returncode == 2 and "eval.n_samples=8 is smaller than the largest k=32" in r.stderr

@@ -21,6 +21,7 @@ def harness(*args, cwd, module="harness"):
                           text=True, timeout=600)
 
 
+@pytest.mark.slow  # a subprocess: Python, torch and Hydra start-up each time
 def test_dry_run_lists_every_run_and_writes_nothing(tmp_path):
     r = harness("experiment=smoke", "+dry_run=true", "stamp=plan", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -29,6 +30,7 @@ def test_dry_run_lists_every_run_and_writes_nothing(tmp_path):
     assert not list(tmp_path.rglob("record.json"))
 
 
+@pytest.mark.slow  # a subprocess: Python, torch and Hydra start-up each time
 def test_bad_run_index_is_one_clear_line(tmp_path):
     r = harness("experiment=smoke", "+run_index=99", cwd=tmp_path)
     assert r.returncode == 2 and "+run_index=99 is out of range: this experiment has 7 runs" in r.stderr
