@@ -43,13 +43,31 @@ class ZooSpec:
     batch: int = 256
     save_dtype: str = "float32"  # the largest is stored in bfloat16 to keep the repo small
     seed: int = 0
+    mix4: float = 0.0  # share of 4-number problems in pretraining (the ladder); 0: 3-number only
+    card_numbers: int = 3  # the task the card scores: 3-number (zoo) or 4-number (ladder) problems
 
+
+# The ladder: five sizes (99k-3.7M, 37x) trained with ONE recipe on the same data stream, so size is
+# the only axis. Pretraining mixes 25% 4-number problems into the 3-number ones and stops at 400
+# steps, so the post-training task (4-number problems, task=countdown4) starts low (a probe at 0.75M:
+# 18% greedy, pass@16 41% on validation) with headroom for RL and ES to find, as the paper's
+# Qwen2.5-3B starts at 10%. The three zoo-* models above are trained to near capacity on 3-number
+# problems and stay as they are: the quickstart and the CPU twins use them.
+LADDER_RECIPE = dict(steps=400, lr=2e-3, batch=128, mix4=0.25, card_numbers=4, save_dtype="bfloat16")
+LADDER = {
+    "ladder-100k": ZooSpec(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=176, **LADDER_RECIPE),
+    "ladder-300k": ZooSpec(hidden=96, layers=3, heads=4, kv_heads=2, intermediate=256, **LADDER_RECIPE),
+    "ladder-750k": ZooSpec(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=352, **LADDER_RECIPE),
+    "ladder-1.5m": ZooSpec(hidden=160, layers=5, heads=4, kv_heads=2, intermediate=448, **LADDER_RECIPE),
+    "ladder-3.7m": ZooSpec(hidden=256, layers=5, heads=8, kv_heads=4, intermediate=704, **LADDER_RECIPE),
+}
 
 ZOO = {
     "zoo-100k": ZooSpec(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=176, steps=1500, lr=3e-3),
     "zoo-1m": ZooSpec(hidden=128, layers=4, heads=4, kv_heads=2, intermediate=352, steps=1000, lr=2e-3),
     "zoo-4m": ZooSpec(hidden=256, layers=5, heads=8, kv_heads=4, intermediate=704, steps=400, lr=1e-3,
                       batch=128, save_dtype="bfloat16"),
+    **LADDER,
 }
 
 
@@ -62,11 +80,12 @@ def make_model(spec: ZooSpec, vocab_size: int, eos_id: int, pad_id: int):
     return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
 
 
-def training_batch(tok, rng: random.Random, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+def training_batch(tok, rng: random.Random, batch: int, mix4: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded ids and labels; the loss sees only the solution and EOS, never the prompt."""
     seqs, labels = [], []
     while len(seqs) < batch:
-        p = random_problem(rng)
+        # mix4=0 draws nothing extra, so the shipped zoo's data stream is unchanged
+        p = random_problem(rng, 4 if mix4 and rng.random() < mix4 else 3)
         if _split_of(p["nums"], p["target"]) != "train":
             continue  # validation/test problems are never trained on
         prompt = tok(f"{' '.join(map(str, p['nums']))}>{p['target']}:", add_special_tokens=False)["input_ids"]
@@ -95,7 +114,7 @@ def train(name: str, threads: int = 2) -> dict:
     model.train()
     start = time.time()
     for step in range(spec.steps):
-        ids, lab = training_batch(tok, rng, spec.batch)
+        ids, lab = training_batch(tok, rng, spec.batch, spec.mix4)
         loss = model(input_ids=ids, attention_mask=(ids != tok.pad_token_id).long(), labels=lab).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -131,7 +150,8 @@ def write_card(name: str, threads: int = 2) -> dict:
     out = ZOO_DIR / name
     stats = json.loads((out / "train_stats.json").read_text())
     cfg = EvalConfig()
-    res = evaluate(load_policy(name, device="cpu"), Countdown(), "test", cfg)
+    numbers = stats["spec"].get("card_numbers", 3)
+    res = evaluate(load_policy(name, device="cpu"), Countdown(numbers=numbers), "test", cfg)
     scores = {k: round(v["mean"], 4) for k, v in res.metrics.items()}
     ci = {k: [round(v["ci_low"], 4), round(v["ci_high"], 4)] for k, v in res.metrics.items()}
     stats["base_scores"], stats["base_scores_ci95"] = scores, ci
@@ -142,8 +162,8 @@ def write_card(name: str, threads: int = 2) -> dict:
     write_text_atomic(out / "CARD.md", f"""# {name}
 
 A Qwen2-architecture causal LM with esbench's character tokenizer, trained from scratch by esbench
-on procedurally generated 3-number Countdown problems (numbers 1-20, integer targets 1-100; zoo
-*train* split only) with the compact template `3 7 12>22:` -> `(12+7)+3`.
+on procedurally generated Countdown problems (numbers 1-20, integer targets 1-100; zoo *train*
+split only) with the compact template `3 7 12>22:` -> `(12+7)+3`: {_data_line(spec)}
 
 Rebuild: `python -m harness.zoo build {name} --threads {stats['torch_threads']}` (trains from scratch, then writes this card)
 
@@ -156,15 +176,23 @@ Rebuild: `python -m harness.zoo build {name} --threads {stats['torch_threads']}`
 | final train loss | {stats['final_loss']} |
 | stored dtype | {spec['save_dtype']} |
 
-Base scores on the zoo Countdown test split (first {cfg.n_prompts or 500} problems; greedy, and
+Base scores on the zoo {numbers}-number Countdown test split (first {cfg.n_prompts or 500} problems; greedy, and
 {cfg.n_samples} samples at T={cfg.temperature}), in %, with bootstrap 95% CIs over prompts
-(`python -m harness model={name} method=base` reproduces them):
+(`python -m harness model={name} method=base{"" if numbers == 3 else " task=countdown4"}` reproduces them):
 
 | metric | value | 95% CI |
 |---|---|---|
 {rows}
 """)
     return stats
+
+
+def _data_line(spec: dict) -> str:
+    mix4 = spec.get("mix4", 0.0)
+    if not mix4:
+        return "3-number problems only."
+    return (f"{100 * (1 - mix4):.0f}% 3-number and {100 * mix4:.0f}% 4-number problems, stopped early "
+            "so that 4-number problems (the ladder's post-training task) leave headroom.")
 
 
 def main(argv: list[str] | None = None) -> None:

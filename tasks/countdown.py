@@ -60,6 +60,8 @@ class Countdown:
         n_train: use at most this many training rows (None = all).
         max_new_tokens: completion length for evaluation and training.
         seed: generator seed for source="zoo".
+        numbers: how many numbers a source="zoo" problem has, 3 (the zoo) or 4 (the ladder's
+            harder post-training task, with headroom above the base models).
         version: bump when scores change.
     """
 
@@ -67,7 +69,7 @@ class Countdown:
 
     def __init__(self, source: str = "zoo", template: str = "compact", path: str | None = None,
                  n_eval: int = 500, n_train: int | None = None, max_new_tokens: int = 16,
-                 seed: int = 0, version: int = 1):
+                 seed: int = 0, numbers: int = 3, version: int = 1):
         if source not in ("zoo", "tinyzero", "paper"):
             raise TaskDataError(f"task.source={source!r} is unknown; use zoo, tinyzero or paper")
         if template not in ("compact", "think"):
@@ -75,7 +77,11 @@ class Countdown:
         if source == "paper" and not path:
             raise TaskDataError("task.source=paper needs task.path=/path/to/countdown.json "
                                 "(the ES paper's file is non-commercial and not shipped)")
-        self.source, self.template, self.path = source, template, path
+        if numbers not in (3, 4):
+            raise TaskDataError(f"task.numbers={numbers!r} is unsupported; use 3 or 4 (source=zoo only)")
+        if numbers != 3 and source != "zoo":
+            raise TaskDataError(f"task.numbers={numbers} applies to source=zoo only; the {source} data fix their own")
+        self.source, self.template, self.path, self.numbers = source, template, path, numbers
         check_count("n_eval", n_eval)
         check_count("n_train", n_train)
         self.n_eval, self.n_train, self.max_new_tokens = n_eval, n_train, max_new_tokens
@@ -99,7 +105,7 @@ class Countdown:
         return THINK_PROMPT.format(nums=list(nums), target=target)
 
     def _zoo_rows(self, split: str) -> list[dict]:
-        return generate_problems(split, SPLIT_SIZES[split], seed=self.seed)
+        return generate_problems(split, SPLIT_SIZES[split], seed=self.seed, numbers=self.numbers)
 
     def _tinyzero_rows(self, split: str) -> list[dict]:
         if split == "test":
@@ -286,8 +292,13 @@ def _split_of(nums: list[int], target: int) -> str:
     return "test" if h == 0 else "validation" if h == 1 else "train"
 
 
-def random_problem(rng: random.Random) -> dict:
-    """One solvable 3-number problem (numbers 1-20, integer target 1-100) with a solution."""
+def random_problem(rng: random.Random, numbers: int = 3) -> dict:
+    """One solvable problem of `numbers` numbers (1-20, integer target 1-100) with a solution.
+
+    Three numbers: `(a o b) o c`. Four: `((a o b) o c) o d` or `(a o b) o (c o d)`, equally often.
+    """
+    if numbers == 4:
+        return _random_problem4(rng)
     while True:
         a, b, c = (rng.randint(1, 20) for _ in range(3))
         op1, op2 = rng.choice("+-*/"), rng.choice("+-*/")
@@ -299,12 +310,29 @@ def random_problem(rng: random.Random) -> dict:
             return {"nums": nums, "target": int(value), "solution": solution}
 
 
-def generate_problems(split: str, count: int, seed: int = 0) -> list[dict]:
-    """`count` distinct problems of one split, deterministic in (split, seed)."""
-    rng = random.Random(f"countdown-{split}-{seed}")
+def _random_problem4(rng: random.Random) -> dict:
+    while True:
+        a, b, c, d = (rng.randint(1, 20) for _ in range(4))
+        o1, o2, o3 = (rng.choice("+-*/") for _ in range(3))
+        chain = rng.random() < 0.5
+        solution = f"(({a}{o1}{b}){o2}{c}){o3}{d}" if chain else f"({a}{o1}{b}){o2}({c}{o3}{d})"
+        try:
+            value, _ = evaluate(solution)
+        except UnsafeExpression:  # division by zero: (c-d) can be 0
+            continue
+        if value.denominator == 1 and 1 <= value <= 100:
+            nums = [a, b, c, d]
+            rng.shuffle(nums)
+            return {"nums": nums, "target": int(value), "solution": solution}
+
+
+def generate_problems(split: str, count: int, seed: int = 0, numbers: int = 3) -> list[dict]:
+    """`count` distinct problems of one split, deterministic in (split, seed, numbers)."""
+    # 3-number streams keep their original seed string, so the shipped zoo's data never changes.
+    rng = random.Random(f"countdown-{split}-{seed}" if numbers == 3 else f"countdown{numbers}-{split}-{seed}")
     seen, rows = set(), []
     while len(rows) < count:
-        p = random_problem(rng)
+        p = random_problem(rng, numbers)
         key = (tuple(sorted(p["nums"])), p["target"])
         if key not in seen and _split_of(p["nums"], p["target"]) == split:
             seen.add(key)
