@@ -61,17 +61,36 @@ def test_extract_answer():
     assert Countdown(template="think").extract_answer("<think>x</think>") is None
 
 
-def test_zoo_splits_disjoint_and_solvable():
+@pytest.mark.parametrize("numbers", [3, 4])
+def test_zoo_splits_disjoint_and_solvable(numbers):
     seen = {}
     for split in ("train", "validation", "test"):
-        rows = generate_problems(split, 300)
+        rows = generate_problems(split, 300, numbers=numbers)
         for r in rows:
             assert _split_of(r["nums"], r["target"]) == split
             value, used = evaluate(r["solution"])
             assert value == r["target"] and sorted(used) == sorted(r["nums"]) and 1 <= r["target"] <= 100
         seen[split] = {(tuple(sorted(r["nums"])), r["target"]) for r in rows}
     assert not seen["train"] & seen["test"] and not seen["train"] & seen["validation"]
-    assert generate_problems("test", 50) == generate_problems("test", 50)  # deterministic
+    assert generate_problems("test", 50, numbers=numbers) == generate_problems("test", 50, numbers=numbers)
+    assert all(len(r["nums"]) == numbers for r in rows)
+
+
+def test_three_number_stream_is_unchanged():
+    # the shipped zoo models and every committed result were made from this exact stream
+    assert generate_problems("test", 2) == [
+        {"nums": [1, 4, 5], "target": 1, "solution": "(5-4)*1"},
+        {"nums": [6, 6, 9], "target": 4, "solution": "(6*6)/9"}]
+    assert Countdown().load("test")[0]["prompt"] == "1 4 5>1:"
+
+
+def test_four_number_task_and_its_bad_settings():
+    rows = Countdown(numbers=4).load("validation")
+    assert rows[0]["prompt"].count(" ") == 3 and len(rows) == 500
+    with pytest.raises(TaskDataError, match="use 3 or 4"):
+        Countdown(numbers=5)
+    with pytest.raises(TaskDataError, match="source=zoo only"):
+        Countdown(source="tinyzero", numbers=4)
 
 
 def test_gold_solutions_score_one():
