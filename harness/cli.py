@@ -17,6 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationResolutionError
 
 from harness.budget import BudgetError
 from harness.engines import EngineError
@@ -29,8 +30,9 @@ from harness.schema import ConfigError, is_experiment, validate
 from harness.tables import rebuild
 from tasks.base import TaskDataError
 
+# InterpolationResolutionError: a ${...} that cannot resolve, e.g. a budget priced for a model with no shape
 USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-               ConfigError, EngineError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
+               ConfigError, EngineError, InterpolationResolutionError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 def _on_sigterm(signum, frame):

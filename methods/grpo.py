@@ -337,7 +337,7 @@ class GRPO(ConfiguredMethod):
         """A lower bound on one step's cost: shortest prompt, one-token completions."""
         shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
         n = self.config.prompts_per_step * self.config.num_generations
-        parts = step_flops(config, [shortest] * n, [1] * n, [shortest + 1] * n,
+        parts = step_flops(config, [shortest] * n, [1] * n, ([shortest] * n, [1] * n),
                            reference=self.config.beta > 0, old_logprobs=old_logprobs)
         return sum(parts.values())
 
