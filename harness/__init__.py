@@ -1,0 +1,4 @@
+"""esbench's harness. Importing it registers the config resolvers (${esbench.generation_budget:...})."""
+from harness.model_shapes import register_resolvers
+
+register_resolvers()

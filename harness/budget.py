@@ -10,6 +10,13 @@ appends a `StepStats` to `ledger.history` and hands it to every listener in `led
 (train_log.jsonl, the progress line, TensorBoard/W&B, periodic evaluation: harness/steplog.py).
 Logging in one place is what keeps the logs of ES, GRPO and PPO comparable and a resumed run's
 log free of repeated steps.
+
+Two FLOPs columns. `flops` is the charge: what the method algorithmically needs (real token
+counts, no padding, the LM head only where logits are used; harness/flops.py), and the budget is
+spent in it. `executed_flops` is what ran, padding and decoding past EOS included (the same
+formulas on the padded batch shapes), recorded beside it when the method reports it: the
+executed/charged ratio says how much a method's implementation wastes. It is None for a run
+none of whose steps reported it.
 """
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ class Ledger:
     limit: float
     kind: str = "flops"
     flops: float = 0.0
+    executed_flops: float | None = None
     samples: int = 0
     steps: int = 0
     wall_s: float = 0.0
@@ -80,11 +88,17 @@ class Ledger:
         self._clock = time.perf_counter()
 
     def step(self, flops: float, samples: int, reward_mean: float | None = None, reward_std: float | None = None,
-             **extras) -> StepStats:
-        """Charge one step (FLOPs from real token counts, completions scored), record and broadcast it."""
+             executed_flops: float | None = None, **extras) -> StepStats:
+        """Charge one step (FLOPs from real token counts, completions scored), record and broadcast it.
+
+        `executed_flops`: the FLOPs the step really ran, padding included (see the module docstring);
+        None when the method cannot tell.
+        """
         now = time.perf_counter()
         self.wall_s += now - (self._clock if self._clock is not None else now)
         self.flops += float(flops)
+        if executed_flops is not None:
+            self.executed_flops = (self.executed_flops or 0.0) + float(executed_flops)
         self.samples += int(samples)
         self.steps += 1
         stats = StepStats(self.steps, self.flops, self.samples, _num(reward_mean), _num(reward_std),
@@ -124,7 +138,8 @@ class Ledger:
     # ---- checkpoints ----
     def state_dict(self) -> dict:
         """Everything a resumed run needs to continue the same totals and logs (JSON-serialisable)."""
-        return {"kind": self.kind, "limit": self.limit, "flops": self.flops, "samples": self.samples,
+        return {"kind": self.kind, "limit": self.limit, "flops": self.flops, "executed_flops": self.executed_flops,
+                "samples": self.samples,
                 "steps": self.steps, "wall_s": self.wall_s, "history": [s.to_dict() for s in self.history],
                 "evals": list(self.evals)}
 
@@ -135,6 +150,8 @@ class Ledger:
                               "resume with the same budget.kind or use a fresh run_dir")
         self.flops, self.samples, self.steps = float(state["flops"]), int(state["samples"]), int(state["steps"])
         self.wall_s = float(state.get("wall_s", 0.0))
+        executed = state.get("executed_flops")  # absent in checkpoints written before the column existed
+        self.executed_flops = None if executed is None else float(executed)
         self.history = [StepStats(**s) for s in state["history"]]
         self.evals = list(state.get("evals", []))
         for listener in self.listeners:

@@ -4,6 +4,7 @@
     python -m harness method=es budget.flops=4e12       # train with ES, then evaluate
     python -m harness                                   # the quickstart comparison
     python -m harness -m method=es seed=0,1,2           # a Hydra multirun
+    python -m harness experiment=X +plan=true           # price every run of an experiment (harness/plan.py)
 
 Data flows one way: cli -> experiment -> run -> (method, evaluation) -> records -> reporting.
 """
@@ -17,11 +18,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+from omegaconf.errors import InterpolationResolutionError
 
 from harness.budget import BudgetError
 from harness.engines import EngineError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
+from harness.plan import PlanError, print_plan
 from harness.policy import ModelLoadError
 from harness.records import RECORD_NAME
 from harness.run import CONF_DIR, Terminated, run_one
@@ -29,8 +32,9 @@ from harness.schema import ConfigError, is_experiment, validate
 from harness.tables import rebuild
 from tasks.base import TaskDataError
 
+# InterpolationResolutionError: a ${...} that cannot resolve, e.g. a budget priced for a model with no shape
 USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-               ConfigError, EngineError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
+               ConfigError, EngineError, InterpolationResolutionError, PlanError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 def _on_sigterm(signum, frame):
@@ -45,6 +49,8 @@ def main(cfg: DictConfig) -> None:
     try:
         validate(cfg)
         if is_experiment(cfg):
+            if cfg.get("plan"):  # +plan=true: price every run (harness/plan.py), run nothing
+                return print_plan(cfg)
             if run_experiment(cfg):
                 sys.exit(1)  # some runs failed: their records and the tables say which and why
             return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -126,12 +126,15 @@ class Generation:
     texts[i][j] is completion j of prompt i; prompt_tokens[i] the prompt's length;
     completion_tokens[i][j] the decoded tokens of that completion up to and including EOS, and
     completion_ids[i][j] those tokens (for scoring them under another model, e.g. KL to base).
+    batches: one (rows, padded prompt width, tokens decoded) per `generate` call, the shapes that
+    really ran (harness.flops.padded_generation_flops turns them into executed FLOPs).
     """
 
     texts: list[list[str]]
     prompt_tokens: list[int]
     completion_tokens: list[list[int]]
     completion_ids: list[list[list[int]]]
+    batches: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @torch.no_grad()
@@ -157,7 +160,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         torch.manual_seed(seed)
     texts = [policy.format(p) for p in prompts]
     flat = [t for t in texts for _ in range(n)]
-    out_text, out_len, out_ids, prompt_len = [], [], [], []
+    out_text, out_len, out_ids, prompt_len, batches = [], [], [], [], []
     for start in range(0, len(flat), batch_size):
         chunk = flat[start:start + batch_size]
         enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -165,6 +168,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         seqs = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
                               eos_token_id=tok.eos_token_id, **kwargs)
         new = seqs[:, enc["input_ids"].shape[1]:]
+        batches.append((len(chunk), enc["input_ids"].shape[1], new.shape[1]))
         out_text += tok.batch_decode(new, skip_special_tokens=True)
         lengths = _lengths_to_eos(new, tok.eos_token_id, tok.pad_token_id)
         out_len += lengths
@@ -175,6 +179,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         prompt_tokens=[prompt_len[i * n] for i in range(len(prompts))],
         completion_tokens=[out_len[i * n:(i + 1) * n] for i in range(len(prompts))],
         completion_ids=[out_ids[i * n:(i + 1) * n] for i in range(len(prompts))],
+        batches=batches,
     )
 
 

@@ -110,7 +110,8 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
                              **curve_evaluation(eval_cfg, policy, task, method))
         record.train = method.train(policy, task, ledger, run_dir) or {}
         record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
-                         "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps}
+                         "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps,
+                         "executed_flops": ledger.executed_flops}
         record.steps = [s.to_dict() for s in ledger.history]
         record.curve = list(ledger.evals)
         train_s = ledger.wall_s  # summed over every process of a resumed run

@@ -47,7 +47,7 @@ from safetensors.torch import load_file, save_file
 from harness.atomic import write_text_atomic
 from harness.budget import Ledger, StepStats
 from harness.engines import plain_engine
-from harness.flops import generation_flops
+from harness.flops import generation_flops, padded_generation_flops
 from harness.policy import Policy, generate
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.es_core import (CKPT, LOOSE, es_update, noise, noise_seed, perturb, restore,  # noqa: F401 (re-exported)
@@ -162,7 +162,7 @@ class ES(ConfiguredMethod):
         seeds, idx = self._iteration_rng(it, n_train)
         batch = {k: [v[i] for i in idx] for k, v in rows.items()}
         columns = {k: v for k, v in batch.items() if k != "prompt"}
-        rewards, flops = [], 0.0
+        rewards, flops, executed = [], 0.0, 0.0
         for s in seeds:
             a = time.perf_counter()
             perturb(params, master, s, c.sigma, buf)
@@ -176,6 +176,7 @@ class ES(ConfiguredMethod):
             f = time.perf_counter()
             rewards.append(statistics.fmean(scores))
             flops += generation_flops(policy.model.config, gen.prompt_tokens, [x[0] for x in gen.completion_tokens])
+            executed += padded_generation_flops(policy.model.config, gen.batches)
             t["perturb_restore"] += (b - a) + (e - d)
             t["generate"] += d - b
             t["reward"] += f - e
@@ -188,6 +189,7 @@ class ES(ConfiguredMethod):
         t["update"] = time.perf_counter() - a
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
         return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
+                           executed_flops=executed,
                            iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norm,
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
                            **{f"time_{k}_s": v for k, v in t.items()})

@@ -24,8 +24,10 @@ own `state.num_input_tokens_seen` (raises otherwise), and the ledger is charged
     update        3 x forward over prompt+completion of every sequence in the batch trained on
 
 As everywhere in the harness, padding and decoding past a row's EOS (while other rows continue) are
-not charged. The LM head on prompt positions, which TRL's scoring forwards skip (logits_to_keep),
-is charged by the shared cost model: an overcount of 2 x vocab x hidden FLOPs per prompt token.
+not charged, nor is the LM head at prompt positions (TRL's forwards skip it with logits_to_keep;
+the scoring forwards and the update charge the head at completion positions only). The executed
+FLOPs (`executed_flops`, the same formulas on the batch padded to its longest prompt and
+completion) record what ran, padding included.
 
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
 update. samples = completions scored in the step. Training stops at the first step boundary where
@@ -70,7 +72,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from harness.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
-from harness.flops import forward_flops, generation_flops, train_flops
+from harness.flops import completion_train_flops, generation_flops, padded_pairs, scoring_flops
 from harness.policy import Policy
 from methods.base import ConfiguredMethod
 from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
@@ -142,7 +144,7 @@ class GRPOMethodConfig:
 
 
 def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_tokens: list[int],
-               train_seq_lens: list[int], *, reference: bool, old_logprobs: bool) -> dict[str, float]:
+               train_pairs: tuple[list[int], list[int]], *, reference: bool, old_logprobs: bool) -> dict[str, float]:
     """FLOPs of one GRPO optimizer step, by part (see the module docstring).
 
     Args:
@@ -150,19 +152,19 @@ def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_to
         prompt_tokens: prompt length of each completion generated in this step (empty when the
             step reuses an earlier batch, num_iterations > 1).
         completion_tokens: decoded length of each of those completions, EOS included.
-        train_seq_lens: prompt + completion length of every sequence the update trained on.
+        train_pairs: (prompt lengths, completion lengths) of every sequence the update trained on.
         reference: the reference model scored the new completions (beta > 0).
         old_logprobs: TRL recomputed the sampling policy's log-probs of the new completions.
 
     Returns:
         {"generation", "reference", "old_logprobs", "update"} in FLOPs.
     """
-    scoring = sum(forward_flops(config, p + c) for p, c in zip(prompt_tokens, completion_tokens, strict=True))
+    scoring = scoring_flops(config, prompt_tokens, completion_tokens)
     return {
         "generation": generation_flops(config, prompt_tokens, completion_tokens),
         "reference": scoring if reference else 0.0,
         "old_logprobs": scoring if old_logprobs else 0.0,
-        "update": train_flops(config, train_seq_lens),
+        "update": completion_train_flops(config, *train_pairs),
     }
 
 
@@ -202,23 +204,24 @@ class _StepCost:
                  old_logprobs: bool, tokens_counted: int = 0):
         self.recorder, self.model_config = recorder, model_config
         self.reference, self.old_logprobs = reference, old_logprobs
-        self.train_seq_lens: list[int] = []  # the batch the update trains on (reused when num_iterations > 1)
+        self.train_pairs: tuple[list[int], list[int]] = ([], [])  # the batch the update trains on (reused when num_iterations > 1)
         self.tokens_counted = tokens_counted  # TRL's num_input_tokens_seen at the checkpoint on resume
 
     def __call__(self, args, state) -> tuple[float, int, dict]:
         prompt, completion = self.recorder.take()
         if prompt:
-            self.train_seq_lens = [p + c for p, c in zip(prompt, completion)]
+            self.train_pairs = (prompt, completion)
         self.tokens_counted += sum(prompt) + sum(completion)
         if self.tokens_counted != state.num_input_tokens_seen:
             raise RuntimeError(
                 f"GRPO token count mismatch at step {state.global_step}: recorded {self.tokens_counted} prompt+"
                 f"completion tokens, TRL reports {state.num_input_tokens_seen}; the FLOPs ledger would be wrong "
                 "(was the reward wrapper bypassed, or does this TRL version tokenise prompts differently?)")
-        parts = step_flops(self.model_config, prompt, completion, self.train_seq_lens,
-                           reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt))
+        flags = dict(reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt))
+        parts = step_flops(self.model_config, prompt, completion, self.train_pairs, **flags)
+        executed = step_flops(self.model_config, *padded_pairs(prompt, completion), padded_pairs(*self.train_pairs), **flags)
         extras = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
-                  "tokens_seen": state.num_input_tokens_seen}
+                  "tokens_seen": state.num_input_tokens_seen, "executed_flops": sum(executed.values())}
         return sum(parts.values()), len(completion), extras
 
 
@@ -334,7 +337,7 @@ class GRPO(ConfiguredMethod):
         """A lower bound on one step's cost: shortest prompt, one-token completions."""
         shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
         n = self.config.prompts_per_step * self.config.num_generations
-        parts = step_flops(config, [shortest] * n, [1] * n, [shortest + 1] * n,
+        parts = step_flops(config, [shortest] * n, [1] * n, ([shortest] * n, [1] * n),
                            reference=self.config.beta > 0, old_logprobs=old_logprobs)
         return sum(parts.values())
 

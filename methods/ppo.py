@@ -52,7 +52,8 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
 
 from harness.budget import Ledger
-from harness.flops import forward_flops, generation_flops, train_flops
+from harness.flops import (completion_train_flops, forward_flops, generation_flops, head_params, padded_pairs,
+                           scoring_flops, train_flops)
 from harness.policy import Policy
 from harness.atomic import write_text_atomic
 from harness.steplog import rng_state, set_rng_state
@@ -199,7 +200,9 @@ def update_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_
     log-probs come from the generation scores, no extra policy forward), one reference-policy
     forward and one value forward over prompt + completion, the reward (programmatic: 0), then
     `num_ppo_epochs` passes in which every sequence goes once (in its minibatch) through policy
-    and value model, forward + backward (3 x forward). Padding positions are not counted.
+    and value model, forward + backward (3 x forward). Padding positions are not counted, nor is the
+    policy's LM head at prompt positions (no log-prob there is used; TRL computes it anyway, which
+    the executed FLOPs count).
 
     Args:
         config: the policy's model config.
@@ -214,10 +217,11 @@ def update_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_
     vcfg = value_config(config)
     out = {
         "generation": generation_flops(config, prompt_tokens, completion_tokens),
-        "reference": sum(forward_flops(config, s) for s in seqs),
+        "reference": scoring_flops(config, prompt_tokens, completion_tokens),
         "value": sum(forward_flops(vcfg, s) for s in seqs),
         "reward": 0.0,
-        "train": num_ppo_epochs * (train_flops(config, seqs) + train_flops(vcfg, seqs)),
+        "train": num_ppo_epochs * (completion_train_flops(config, prompt_tokens, completion_tokens)
+                                   + train_flops(vcfg, seqs)),
     }
     out["total"] = sum(out.values())
     return out
@@ -249,10 +253,14 @@ class _UpdateCost:
         prompt_tokens = [s["prompt_tokens"] for s in scored]
         completion_tokens = [s["completion_tokens"] for s in scored]
         flops = update_flops(self.config, prompt_tokens, completion_tokens, args.num_ppo_epochs)
+        padded = padded_pairs(prompt_tokens, completion_tokens)  # executed: padding + TRL's head at prompt positions
+        executed = update_flops(self.config, *padded, args.num_ppo_epochs)["total"] + (
+            (1 + 3 * args.num_ppo_epochs) * 2 * head_params(self.config) * sum(padded[0]))
         rewards = [s["reward"] for s in scored]
         return flops["total"], len(scored), {
             "reward_mean": statistics.fmean(rewards), "reward_std": statistics.pstdev(rewards),
             "completion_tokens_mean": statistics.fmean(completion_tokens), "step_flops": flops["total"],
+            "executed_flops": executed,
             **{f"flops_{k}": v for k, v in flops.items() if k != "total"}}
 
 

@@ -90,7 +90,7 @@ class LedgerCallback(TrainerCallback):
         self._charge, self._logs = None, None
         fields = {**extras, **(self.metrics(logs) if logs else {})}
         reward_mean, reward_std = fields.pop("reward_mean", None), fields.pop("reward_std", None)
-        self.ledger.step(flops, samples, reward_mean, reward_std, **fields)
+        self.ledger.step(flops, samples, reward_mean, reward_std, executed_flops=fields.pop("executed_flops", None), **fields)
         if self.ledger.exhausted:
             control.should_training_stop = True
             if self.raise_when_spent:

@@ -80,7 +80,11 @@ def test_qiu2025_table1_plan_and_paper_numbers():
     es = _compose(["experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides])
     m = es.method
     assert (m.population, m.sigma, m.alpha, m.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
-    assert es.budget.kind == "flops" and es.budget.flops == 1.36e18
+    # priced from the model's shape (harness/model_shapes.py): 3e6 completions of 150 + 300 tokens
+    from harness.flops import generation_flops
+    from harness.model_shapes import load_shape
+    per_completion = generation_flops(load_shape("Qwen/Qwen2.5-0.5B-Instruct"), [150], [300])
+    assert es.budget.kind == "flops" and es.budget.flops == pytest.approx(3e6 * per_completion) == pytest.approx(1.24e18, rel=0.01)
     samples = _compose(["experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides])
     assert samples.budget.kind == "samples" and samples.budget.samples == 3e6   # equal samples: one override
 

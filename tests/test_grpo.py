@@ -13,7 +13,7 @@ import torch
 
 from harness.budget import BudgetError, Ledger
 from harness.chartok import build_char_tokenizer
-from harness.flops import forward_flops, generation_flops
+from harness.flops import generation_flops, scoring_flops
 from harness.policy import Policy
 from harness.steplog import make_ledger
 from harness.zoo import ZOO, make_model
@@ -55,7 +55,7 @@ def run(tmp_path, ledger=None, policy=None, **overrides):
 def hand_flops(config, row, *, updates_per_forward: int) -> float:
     """generation + (3 update + extra scoring forwards) x forward, from the logged token counts."""
     p, c = row["prompt_tokens"], row["completion_tokens"]
-    scoring = sum(forward_flops(config, a + b) for a, b in zip(p, c))
+    scoring = scoring_flops(config, p, c)  # LM head at completion positions only (logits_to_keep)
     return generation_flops(config, p, c) + updates_per_forward * scoring
 
 
@@ -86,6 +86,7 @@ def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
         assert mean_len == pytest.approx(row["completion_mean_len"])
         assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=3))
     assert ledger.flops == pytest.approx(sum(hand_flops(cfg, r, updates_per_forward=3) for r in rows))
+    assert ledger.executed_flops >= ledger.flops  # what ran, padding included (harness/budget.py)
 
 
 def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path):
@@ -109,7 +110,7 @@ def test_beta_builds_reference_from_saved_initial_model(tmp_path):
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)
     assert ledger.history[0].extras["flops_step"]["reference"] > 0
     row, cfg = rows[0], policy.model.config
-    scoring = sum(forward_flops(cfg, p + c) for p, c in zip(row["prompt_tokens"], row["completion_tokens"]))
+    scoring = scoring_flops(cfg, row["prompt_tokens"], row["completion_tokens"])
     assert row["flops_step"]["reference"] == pytest.approx(scoring)
     assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=4))
 

@@ -58,7 +58,7 @@ def _row(ident: dict, rec: Record | None) -> dict:
         return {**row, "status": "missing"}
     b = rec.budget
     row.update(status=rec.effective_status, error=rec.error, method=rec.method or row["method"], trains=rec.trains,
-               flops_used=b.get("flops_used"), budget=b.get("limit"), budget_kind=b.get("kind"),
+               flops_used=b.get("flops_used"), executed_flops=b.get("executed_flops"), budget=b.get("limit"), budget_kind=b.get("kind"),
                budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.wall_s.get("total"),
                curve=rec.pass_curve.get("test"), train_curve=rec.steps, val_curve=rec.curve, path=rec.path)
     for split, prefix in (("test", ""), ("validation", "val:")):
@@ -124,7 +124,7 @@ def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFr
             row["interval"] = row.get("interval") or interval
         val = f"val:{select_by}"
         row["val"] = float(ok[val].mean()) if val in ok and ok[val].notna().any() else math.nan
-        for k in ("flops_used", "budget_spent", "steps", "wall_s"):
+        for k in ("flops_used", "executed_flops", "budget_spent", "steps", "wall_s"):
             row[k] = float(ok[k].mean()) if k in ok and ok[k].notna().any() else math.nan
         row["budget"] = next((b for b in g.get("budget", []) if isinstance(b, float) and not math.isnan(b)), math.nan)
         row["budget_kind"] = next((b for b in g.get("budget_kind", []) if isinstance(b, str)), None)

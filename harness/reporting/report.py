@@ -16,6 +16,7 @@ Writes into the output folder:
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -78,19 +79,30 @@ def delta_vs_base(df: pd.DataFrame, metric: str = "greedy_acc") -> list[str]:
 
 
 def markdown(df: pd.DataFrame, metrics: list[str], extra: dict[str, list[str]] | None = None) -> str:
-    """One line per row: model, run, runs ok, extra columns, metrics, FLOPs, budget, steps, wall."""
+    """One line per row: model, run, runs ok, extra columns, metrics, FLOPs, budget, steps, wall.
+
+    "train FLOPs" is the ledger's charge (what the method needs); "executed FLOPs" what ran, padding
+    included, and "exec/charged" their ratio (harness/budget.py; '-' for runs that did not report it).
+    """
     extra = dict(extra or {})
     if "greedy_acc" in metrics and "trains" in df and (~df["trains"].astype(bool)).any():
         extra["Δ greedy vs base"] = delta_vs_base(df)
-    head = ["model", "run", "runs ok", *extra, *metrics, "train FLOPs", "budget", "steps", "wall s"]
+    head = ["model", "run", "runs ok", *extra, *metrics, "train FLOPs", "executed FLOPs", "exec/charged", "budget", "steps",
+            "wall s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, (_, r) in enumerate(df.iterrows()):
         num = lambda v, f: "-" if isnan(v) else f.format(v)  # noqa: E731
         cells = [str(r["model"]), str(r["label"]), runs_ok(r), *[v[i] for v in extra.values()],
-                 *[metric_cell(r, m) for m in metrics], num(r.get("flops_used"), "{:.3g}"), budget_cell(r),
+                 *[metric_cell(r, m) for m in metrics], num(r.get("flops_used"), "{:.3g}"),
+                 num(r.get("executed_flops"), "{:.3g}"), num(_ratio(r.get("executed_flops"), r.get("flops_used")), "{:.2f}"),
+                 budget_cell(r),
                  num(r.get("steps"), "{:.0f}"), num(r.get("wall_s"), "{:.0f}")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _ratio(executed, charged) -> float:
+    return math.nan if isnan(executed) or isnan(charged) or not charged else executed / charged
 
 
 def _published(entry, metric: str):
