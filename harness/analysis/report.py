@@ -32,7 +32,7 @@ PAPER = """## The paper's figures (arXiv 2608.27351)
 
 | finding | model | GRPO | ES |
 |---|---|---|---|
-| relative drift ||theta - theta0|| / ||theta0|| | Qwen2.5-1.5B-Instruct | 0.0475 | 1.933 (ratio 41x) |
+| relative drift ‖theta - theta0‖ / ‖theta0‖ | Qwen2.5-1.5B-Instruct | 0.0475 | 1.933 (ratio 41x) |
 | relative drift | Llama-3.2-3B-Instruct | 0.0954 | 4.185 (ratio 44x) |
 | largest updates | DeepSeek-R1-Distill-Qwen-1.5B | top 100 all LM head | 117 of top 144 norm weights, 24 attention biases |
 | largest updates | Llama-3.2-3B-Instruct | top 100 all token embedding | norms 72-80 of top 100 |
@@ -67,8 +67,8 @@ def resolve(target: Path, runs_dir: Path = Path("runs")) -> tuple[Path, Path]:
 
 def run_name(r) -> str:
     flops = (r.budget or {}).get("flops_used")
-    return f"{r.model_key or r.model} | {r.label} | seed {r.seed} | {flops:.3g} FLOPs" if flops else \
-        f"{r.model_key or r.model} | {r.label} | seed {r.seed}"
+    return f"{r.model_key or r.model} · {r.label} · seed {r.seed} · {flops:.3g} FLOPs" if flops else \
+        f"{r.model_key or r.model} · {r.label} · seed {r.seed}"
 
 
 class Bases:
@@ -180,7 +180,7 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
         L.append("## Runs not analysed\n")
         L += [f"- {x}" for x in s["not_ok"] + s["skipped"]]
         L.append("")
-    L += ["## Relative drift ||delta|| / ||theta0||\n", _row(["run", "whole", *(lab[g] for g in present)]),
+    L += ["## Relative drift ‖delta‖ / ‖theta0‖\n", _row(["run", "whole", *(lab[g] for g in present)]),
           "|" + "---|" * (2 + len(present))]
     for r in runs:
         gs = r["drift"]["groups"]
@@ -201,9 +201,10 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
     L += ["", "## Functional sparsity\n",
           "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
           f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
-          "One step: ES alpha/N x max|z| x E|eps| (E|eps| = sqrt(2/pi), max|z| the median over iterations); "
+          "One step: ES alpha/N x max abs(z) x E abs(eps) (= sqrt(2/pi) for standard normal eps; max abs(z) the median "
+          "over iterations); "
           "GRPO/PPO the learning rate (Adam's step). Paper: 77.6-93.0% of nonzero ES coordinates below one step.\n",
-          _row(["run", "one step", "rule", "below one step", "zeroable at < 1 pt greedy lost"]), "|---|---|---|---|---|"]
+          _row(["run", "one step", "rule", "below one step", "largest share zeroed at < 1 pt greedy lost"]), "|---|---|---|---|---|"]
     for r in runs:
         sp = r["sparsity"]
         z = sp.get("zeroable_1pt")

@@ -45,7 +45,7 @@ def step_size(record) -> tuple[float | None, str]:
         if alpha and n and zs:
             zmax = statistics.median(zs)
             return (alpha / n * zmax * math.sqrt(2 / math.pi),
-                    f"alpha/N x max|z| x E|eps| = {alpha:g}/{n} x {zmax:.2f} x 0.798")
+                    f"alpha/N x max abs(z) x E abs(eps) = {alpha:g}/{n} x {zmax:.2f} x 0.798")
     if record.method in ADAM_METHODS and m.get("learning_rate"):
         return float(m["learning_rate"]), f"Adam step ~ lr = {m['learning_rate']:g}"
     return None, "median nonzero |delta|"
