@@ -35,6 +35,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from harness.analysis.report import analyse
+from harness.analysis.settings import analysis_config
 from harness.records import RECORD_NAME, Manifest, PlannedRun, read_record, write_manifest
 from harness.reporting.report import write_report
 from harness.schema import ConfigError, validate
@@ -201,6 +203,16 @@ def print_plan(cfg: DictConfig, runs: list[PlannedRun]) -> None:
           f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
 
 
+def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
+    """What training did to each model (harness/analysis/), into the tables folder; never fails the experiment."""
+    try:
+        summary = analyse(root, out, analysis_config(cfg.get("analysis")))
+        print(f"analysis: {out / 'analysis.md'} ({len(summary['runs'])} runs; "
+              f"{len(summary['skipped']) + len(summary['not_ok'])} listed as not analysed)", flush=True)
+    except Exception as e:  # noqa: BLE001 - the tables are written; a failed analysis must not hide them
+        log.error("analysis of %s failed: %s: %s (rerun: python -m harness.analyze %s)", root, type(e).__name__, e, out)
+
+
 def run_experiment(cfg: DictConfig) -> int:
     """Run the selected runs of the experiment in turn, then rebuild its tables.
 
@@ -218,6 +230,7 @@ def run_experiment(cfg: DictConfig) -> int:
         try:
             validate(children[r.index])
             instantiate(children[r.index].method)
+            analysis_config(children[r.index].get("analysis"))
         except (ConfigError, InstantiationException) as e:
             raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
     if cfg.get("dry_run"):
@@ -245,6 +258,7 @@ def run_experiment(cfg: DictConfig) -> int:
     write_report(root, out)
     print((out / "table.md").read_text())
     print(f"records: {root}\ntables: {out}/")
+    analyse_experiment(root, out, cfg)
     for r, e in failed:
         print(f"FAILED run {r.index} ({r.model or ''} {r.label} seed={r.seed}): {type(e).__name__}: {e}",
               file=sys.stderr)

@@ -8,7 +8,8 @@ rebuilds every table from these two alone.
 
 Schema history: 1 = untyped dicts (still read: the same keys, and `trains` is inferred from the
 method); 2 = these dataclasses, with `steps`, `curve`, `trains`, `pid`/`host` and the `running`
-and `interrupted` states.
+and `interrupted` states; later additions with defaults (still 2): `entropy` and `update`
+(harness/analysis/).
 """
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ class Record:
     budget: dict = field(default_factory=dict)      # kind, limit, spent, flops_used, samples_used, steps
     steps: list = field(default_factory=list)       # StepStats rows: the train curve on the FLOPs axis
     curve: list = field(default_factory=list)       # validation evaluations during training (learning curve)
+    entropy: list = field(default_factory=list)     # token entropy of the policy's samples during training
+    update: dict = field(default_factory=dict)      # base_sha256 of theta_0; path, dtype, bytes of the stored update
     metrics: dict = field(default_factory=dict)     # split -> metric -> {mean, ci_low, ci_high}
     pass_curve: dict = field(default_factory=dict)  # split -> {k: pass@k}
     examples: dict = field(default_factory=dict)

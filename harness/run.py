@@ -17,11 +17,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from harness.analysis.entropy import entropy_fn
+from harness.analysis.settings import AnalysisConfig, analysis_config
+from harness.analysis.update import base_hash, save_update, wants_update
 from harness.engines import make_engine, plain_engine
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
 from harness.records import Record, new_record, write_record
-from harness.steplog import make_ledger
+from harness.steplog import EvalEvery, make_ledger
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -75,6 +78,20 @@ def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
     return {"eval_fn": fn, "eval_every_fraction": eval_cfg.every_flops_fraction, "model": policy.model}
 
 
+def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: list) -> None:
+    """Add the token-entropy listener (harness/analysis/entropy.py) writing into `rows` (record.entropy).
+
+    Off, like learning curves, when the method's weights are not in the driver while it trains.
+    """
+    if not analysis.entropy_every_flops_fraction or not analysis.entropy_prompts or not analysis.entropy_samples:
+        return
+    if not getattr(method, "weights_in_driver", True):
+        log.warning("analysis.entropy_every_flops_fraction is ignored: %s trains on engine workers", method.name)
+        return
+    fn = entropy_fn(policy, task, analysis.entropy_prompts, analysis.entropy_samples)
+    ledger.listeners.append(EvalEvery(analysis.entropy_every_flops_fraction, fn, policy.model, rows=rows))
+
+
 def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
     """Train and evaluate one configuration; always leaves a record.
 
@@ -100,15 +117,24 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
     start = time.time()
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
+        analysis = analysis_config(cfg.get("analysis"))
         task = instantiate(cfg.task)
         log.info("built task %s and method %s", cfg.task._target_, method.name)
         if method.trains and hasattr(task, "check_trainable"):
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
+        keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path)
+        if method.trains:  # analyses compare theta_final with this theta_0 (harness/analysis/update.py)
+            record.update = {"base_sha256": base_hash(policy.model), "path": None}
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
                              **curve_evaluation(eval_cfg, policy, task, method))
+        track_entropy(ledger, analysis, policy, task, method, record.entropy)
         record.train = method.train(policy, task, ledger, run_dir) or {}
+        if keep_update:
+            record.update.update(save_update(run_dir, policy.model))
+            print(f"stored theta_final for analysis ({record.update['bytes'] / 1e6:.1f} MB, {record.update['dtype']}) "
+                  f"in {run_dir / record.update['path']}", flush=True)
         record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
                          "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps,
                          "executed_flops": ledger.executed_flops}

@@ -25,6 +25,9 @@ CELL_KEYS = {"label", "overrides", "axes", "seeded"}
 GRID_KEYS = {"name", "overrides", "axes"}
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
+# The `analysis:` block (values checked by harness/analysis/settings.py, which must list the same keys).
+ANALYSIS_KEYS = {"store_update", "entropy_every_flops_fraction", "entropy_prompts", "entropy_samples",
+                 "sparsity_prompts", "sparsity_samples", "sparsity_multiples", "top_k", "top_fraction"}
 
 
 class ConfigError(ValueError):
@@ -130,5 +133,7 @@ def validate(cfg: DictConfig) -> None:
     _check_entries(cfg.get("models"), "models", MODEL_KEYS, "name")
     if cfg.get("axis_plot") is not None:
         _check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
+    if cfg.get("analysis") is not None:
+        _check_keys(cfg.analysis, ANALYSIS_KEYS, "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")

@@ -9,6 +9,8 @@ resulting `StepStats` to each listener, `listener(ledger, stats)`. Listeners may
     Progress()                  one line per step on stdout
     Tracker(kind, run_dir)      TensorBoard or W&B, every StepStats against FLOPs
     EvalEvery(fraction, fn, m)  evaluates the model each time the budget crosses a multiple of fraction
+                                (the learning curve into ledger.evals; with rows=[...], e.g. token
+                                entropy, into that list instead)
 
 `make_ledger(...)` builds a ledger with the listeners a run asks for, in one call.
 """
@@ -183,14 +185,20 @@ class EvalEvery:
     states are saved and restored around `fn`, so evaluating never changes training (a run with
     and without evaluations trains the same weights). Its time is not training time and its
     FLOPs are not charged; `fn()` may return them as a metric. Each evaluation appends
-    {"step", "flops", "samples", "fraction", **fn(), "eval_s"} to `ledger.evals`.
+    {"step", "flops", "samples", "fraction", **fn(), "eval_s"} to `ledger.evals`, or to `rows` when given
+    (a second measurement on its own schedule, e.g. token entropy: harness/analysis/entropy.py).
     """
 
-    def __init__(self, fraction: float, fn: Callable[[], dict], model: torch.nn.Module, tracker: Tracker | None = None):
+    def __init__(self, fraction: float, fn: Callable[[], dict], model: torch.nn.Module, tracker: Tracker | None = None,
+                 rows: list | None = None):
         if not 0 < fraction <= 1:
             raise ValueError(f"eval_every_fraction={fraction} must be in (0, 1], e.g. 0.1 for every 10% of the budget")
         self.fraction, self.fn, self.model, self.tracker = fraction, fn, model, tracker
+        self.rows = rows
         self.done = 0  # multiples of `fraction` already evaluated
+
+    def _rows(self, ledger: Ledger) -> list:
+        return ledger.evals if self.rows is None else self.rows
 
     def _crossed(self, ledger: Ledger) -> int:
         return math.floor(ledger.fraction / self.fraction + 1e-9)
@@ -210,7 +218,8 @@ class EvalEvery:
             self.evaluate(ledger)
 
     def _evaluated_at(self, ledger: Ledger, step: int) -> bool:
-        return bool(ledger.evals) and ledger.evals[-1]["step"] == step
+        rows = self._rows(ledger)
+        return bool(rows) and rows[-1]["step"] == step
 
     def evaluate(self, ledger: Ledger) -> dict:
         was_training, t0 = self.model.training, time.perf_counter()
@@ -222,7 +231,7 @@ class EvalEvery:
             self.model.train(was_training)
         row = {"step": ledger.steps, "flops": ledger.flops, "samples": ledger.samples, "fraction": ledger.fraction,
                **metrics, "eval_s": time.perf_counter() - t0}
-        ledger.evals.append(row)
+        self._rows(ledger).append(row)
         if self.tracker is not None:
             self.tracker.log_eval(row)
         return row

@@ -1,0 +1,61 @@
+"""Mean per-token entropy of the policy's own samples on a fixed held-out prompt set, during training.
+
+For each sampled completion token t, H_t = -sum_v p(v | prefix) log p(v | prefix), the entropy of the
+whole next-token distribution at temperature T (exact, not a one-sample estimate), averaged over all
+completion tokens of all samples. The paper reports token entropy falling under GRPO and moving
+little under ES. Measured by an `EvalEvery` listener (harness/steplog.py) on the first
+`entropy_prompts` validation prompts with a fixed sampling seed, against FLOPs; recorded in
+record.entropy, never charged.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from harness.policy import Policy, generate
+
+
+@torch.no_grad()
+def token_entropies(model, prompt_ids: list[list[int]], completion_ids: list[list[int]], pad_id: int,
+                    temperature: float = 1.0, batch_size: int = 64) -> list[float]:
+    """Entropy (nats) of the next-token distribution at every completion token, flattened in order."""
+    out: list[float] = []
+    device = next(model.parameters()).device
+    for b in range(0, len(prompt_ids), batch_size):
+        ps, cs = prompt_ids[b:b + batch_size], completion_ids[b:b + batch_size]
+        seqs = [p + c for p, c in zip(ps, cs)]
+        width = max(map(len, seqs))
+        ids = torch.full((len(seqs), width), pad_id, device=device)
+        mask = torch.zeros_like(ids)
+        for i, s in enumerate(seqs):
+            ids[i, :len(s)], mask[i, :len(s)] = torch.tensor(s, device=device), 1
+        logits = model(input_ids=ids, attention_mask=mask).logits.float() / temperature
+        logp = F.log_softmax(logits, dim=-1)
+        ent = -(logp.exp() * logp).sum(-1)  # [batch, width]: entropy of the distribution after each position
+        for i, (p, c) in enumerate(zip(ps, cs)):
+            out += ent[i, len(p) - 1:len(p) - 1 + len(c)].tolist()  # token t is predicted at position t-1
+    return out
+
+
+def sample_entropy(policy: Policy, prompts: list[str], n: int, max_new_tokens: int, temperature: float = 1.0,
+                   seed: int = 1234) -> dict:
+    """Sample `n` completions per prompt and return their mean per-token entropy and token count."""
+    g = generate(policy, prompts, n=n, greedy=False, temperature=temperature, max_new_tokens=max_new_tokens,
+                 batch_size=max(1, len(prompts) * n), seed=seed)
+    enc = policy.tokenizer([policy.format(p) for p in prompts], add_special_tokens=False)["input_ids"]
+    pairs = [(enc[i], c) for i, cs in enumerate(g.completion_ids) for c in cs if c]
+    if not pairs:
+        return {"entropy": float("nan"), "entropy_tokens": 0}
+    ents = token_entropies(policy.model, [p for p, _ in pairs], [c for _, c in pairs], policy.tokenizer.pad_token_id,
+                           temperature)
+    return {"entropy": sum(ents) / len(ents), "entropy_tokens": len(ents)}
+
+
+def entropy_fn(policy: Policy, task, n_prompts: int, n_samples: int, temperature: float = 1.0):
+    """The listener's callback: entropy on the first `n_prompts` validation prompts (a fixed set)."""
+    rows = task.load("validation")
+    prompts = rows.select(range(min(n_prompts, len(rows))))["prompt"]
+
+    def fn() -> dict:
+        return sample_entropy(policy, prompts, n_samples, task.max_new_tokens, temperature)
+    return fn

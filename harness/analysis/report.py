@@ -1,0 +1,242 @@
+"""Analyse an experiment's stored updates: analysis.md, analysis.json and drift/localisation/sparsity/entropy.png.
+
+    python -m harness.analyze results/quickstart   (or runs/<group>/<stamp>, or one run folder)
+
+Every successful trained run is analysed from its record and stored weights, against its base
+model loaded again and checked by hash; a run that cannot be (no stored update, another base) and
+every failed, interrupted or missing run are listed in analysis.md, never dropped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+from hydra.utils import instantiate
+
+from harness.analysis.drift import drift
+from harness.analysis.groups import GROUPS, group_label
+from harness.analysis.localisation import localisation
+from harness.analysis.settings import AnalysisConfig
+from harness.analysis.sparsity import fraction_below, sparsity_curve, sparsity_eval_config, step_size, thresholds, zeroable_at
+from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
+from harness.atomic import write_json_atomic, write_text_atomic
+from harness.policy import load_policy
+from harness.records import RECORD_NAME, read_manifest, read_records
+
+log = logging.getLogger("esbench")
+
+# arXiv 2608.27351 ("Understanding ES for LLM reasoning"), as quoted in issue 12.
+PAPER = """## The paper's figures (arXiv 2608.27351)
+
+| finding | model | GRPO | ES |
+|---|---|---|---|
+| relative drift ‖theta - theta0‖ / ‖theta0‖ | Qwen2.5-1.5B-Instruct | 0.0475 | 1.933 (ratio 41x) |
+| relative drift | Llama-3.2-3B-Instruct | 0.0954 | 4.185 (ratio 44x) |
+| largest updates | DeepSeek-R1-Distill-Qwen-1.5B | top 100 all LM head | 117 of top 144 norm weights, 24 attention biases |
+| largest updates | Llama-3.2-3B-Instruct | top 100 all token embedding | norms 72-80 of top 100 |
+| functional sparsity | both | - | 77.6-93.0% of nonzero coordinates below one ES step; pass@1 broadly stable |
+| entropy on a held-out task | both | falls substantially | changes modestly |
+"""
+
+
+class RunSkipped(Exception):
+    """A run that is listed, not analysed."""
+
+
+def resolve(target: Path, runs_dir: Path = Path("runs")) -> tuple[Path, Path]:
+    """(records folder, output folder) for a run folder, a records folder, or a tables folder.
+
+    A tables folder (results/<group>, outputs/<group>) holds no records: its records are the newest
+    experiment folder under runs/<group>/.
+    """
+    target = Path(target)
+    if not target.is_dir():
+        raise UpdateError(f"{target} is not a folder; pass results/<group>, runs/<group>/<stamp> or a run folder")
+    if (target / RECORD_NAME).is_file() or any(target.rglob(RECORD_NAME)):
+        return target, target
+    group = runs_dir / target.name
+    stamps = sorted((p for p in group.glob("*") if (p / "experiment.json").is_file()), key=lambda p: p.stat().st_mtime) \
+        if group.is_dir() else []
+    if not stamps:
+        raise UpdateError(f"{target} holds no run records and {group}/ has no experiment; pass the records folder "
+                          f"(runs/<group>/<stamp>) or --runs-dir")
+    return stamps[-1], target
+
+
+def run_name(r) -> str:
+    flops = (r.budget or {}).get("flops_used")
+    return f"{r.model_key or r.model} · {r.label} · seed {r.seed} · {flops:.3g} FLOPs" if flops else \
+        f"{r.model_key or r.model} · {r.label} · seed {r.seed}"
+
+
+class Bases:
+    """Base models loaded once per (model, dtype), with their theta_0 on CPU and hash."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def get(self, record):
+        m = record.config.get("model", {})
+        key = (m.get("name_or_path", record.model), m.get("dtype", "float32"))
+        if key not in self.cache:
+            policy = load_policy(key[0], key[1], m.get("chat_template", False), m.get("system_prompt"), "auto")
+            theta0 = {n: p.detach().to("cpu", copy=True) for n, p in named_params(policy.model)}
+            tied = bool(getattr(policy.model.config, "tie_word_embeddings", False))
+            self.cache[key] = (policy, theta0, base_hash(policy.model), tied)
+        return self.cache[key]
+
+
+def analyse_run(record, cfg: AnalysisConfig, bases: Bases) -> dict:
+    """Drift, localisation, sparsity (when cfg.sparsity_prompts), entropy and held-out of one run."""
+    run_dir = Path(record.path).parent
+    final = load_update(run_dir, record.update, record.label)
+    policy, theta0, h, tied = bases.get(record)
+    if record.update.get("base_sha256") != h:
+        check_base(policy.model, record.update, record.label, record.model)
+    delta = deltas(final, policy.model)
+    out = {"name": run_name(record), "model": record.model_key or record.model, "method": record.method,
+           "label": record.label, "seed": record.seed, "flops": (record.budget or {}).get("flops_used"),
+           "path": str(run_dir), "tied": tied, "drift": drift(delta, theta0),
+           "localisation": localisation(delta, cfg.top_k, cfg.top_fraction), "entropy": list(record.entropy),
+           "heldout": {t: {m: v["mean"] for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()}}
+    step, rule = step_size(record)
+    if step is None:
+        nz = [d.abs()[d != 0] for d in delta.values()]
+        flat = [float(x.median()) for x in nz if x.numel()]
+        step = sorted(flat)[len(flat) // 2] if flat else 0.0
+    out["sparsity"] = {"step": step, "rule": rule, "below_one_step": fraction_below(delta, step)}
+    if cfg.sparsity_prompts and step > 0:
+        task = instantiate(record.config["task"])
+        ecfg = sparsity_eval_config(record, cfg.sparsity_prompts, cfg.sparsity_samples)
+        rows = sparsity_curve(policy, task, theta0, final, delta, thresholds(step, cfg.sparsity_multiples), ecfg)
+        out["sparsity"].update(rows=rows, prompts=cfg.sparsity_prompts, samples=cfg.sparsity_samples,
+                               zeroable_1pt=zeroable_at(rows))
+    return out
+
+
+def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) -> dict:
+    """Analyse every run under `records_root`; write analysis.md, analysis.json and the figures into `out`."""
+    from harness.analysis.figures import write_figures
+
+    cfg = cfg or AnalysisConfig()
+    records, warnings = read_records(records_root)
+    manifest = read_manifest(records_root)
+    bases, runs, skipped, not_ok = Bases(), [], [], []
+    for r in records:
+        if r.effective_status != "ok":
+            not_ok.append(f"{run_name(r)}: {r.effective_status.upper()}" + (f" ({r.error})" if r.error else ""))
+        elif r.trains:
+            try:
+                runs.append(analyse_run(r, cfg, bases))
+                log.info("analysed %s", run_name(r))
+            except UpdateError as e:
+                skipped.append(str(e))
+    if manifest is not None:
+        have = {r.run_key for r in records}
+        not_ok += [f"{p.model or ''} | {p.label} | seed {p.seed}: MISSING (no record)" for p in manifest.runs
+                   if p.key not in have]
+    summary = {"records": str(records_root), "runs": runs, "skipped": skipped, "not_ok": not_ok,
+               "warnings": warnings, "ratios": drift_ratios(runs)}
+    write_json_atomic(Path(out) / "analysis.json", summary)
+    write_text_atomic(Path(out) / "analysis.md", markdown(summary, cfg))
+    write_figures(runs, Path(out))
+    return summary
+
+
+def drift_ratios(runs: list[dict]) -> dict:
+    """ES / GRPO whole-model drift per model (means over the analysed runs of each)."""
+    out = {}
+    for model in dict.fromkeys(r["model"] for r in runs):
+        mean = {}
+        for method in ("es", "grpo"):
+            v = [r["drift"]["whole"] for r in runs if r["model"] == model and r["method"] == method]
+            mean[method] = sum(v) / len(v) if v else None
+        if mean["es"] is not None and mean["grpo"]:
+            out[model] = {"es": mean["es"], "grpo": mean["grpo"], "ratio": mean["es"] / mean["grpo"]}
+    return out
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _g(x) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def markdown(s: dict, cfg: AnalysisConfig) -> str:
+    runs = s["runs"]
+    present = [g for g in GROUPS if any(g in r["drift"]["groups"] for r in runs)]
+    tied = any(r["tied"] for r in runs)
+    lab = {g: group_label(g, tied) for g in present}
+    L = [f"# What training did to the model\n\nRecords: `{s['records']}`. {len(runs)} trained runs analysed from "
+         "their stored weights (harness/analysis/); the base weights are the run's own model, checked by sha256.\n"]
+    if tied:
+        L.append("Zoo models tie the token embedding and the LM head: that tensor counts once, as "
+                 "`embed = lm_head (tied)`.\n")
+    if s["not_ok"] or s["skipped"]:
+        L.append("## Runs not analysed\n")
+        L += [f"- {x}" for x in s["not_ok"] + s["skipped"]]
+        L.append("")
+    L += ["## Relative drift ‖delta‖ / ‖theta0‖\n", _row(["run", "whole", *(lab[g] for g in present)]),
+          "|" + "---|" * (2 + len(present))]
+    for r in runs:
+        gs = r["drift"]["groups"]
+        L.append(_row([r["name"], _g(r["drift"]["whole"]), *(_g(gs[g]["drift"]) if g in gs else "-" for g in present)]))
+    if s["ratios"]:
+        L += ["", "ES / GRPO whole-model drift (paper: 41x on Qwen2.5-1.5B-Instruct, 44x on Llama-3.2-3B-Instruct):", ""]
+        L += [f"- {m}: ES {_g(v['es'])} / GRPO {_g(v['grpo'])} = {v['ratio']:.1f}x" for m, v in s["ratios"].items()]
+    for key, title in (("top_k_counts", f"the top {cfg.top_k}"), ("top_fraction_counts", f"the top {cfg.top_fraction:.1%}")):
+        L += ["", f"## Localisation: groups among {title} largest |delta| coordinates\n",
+              _row(["run", "coordinates", *(lab[g] for g in present)]), "|" + "---|" * (2 + len(present))]
+        for r in runs:
+            loc = r["localisation"]
+            n = loc["top_k"] if key == "top_k_counts" else loc["k_fraction"]
+            L.append(_row([r["name"], n, *(loc[key].get(g, 0) for g in present)]))
+    L += ["", "## Largest |delta| per group\n", _row(["run", *(lab[g] for g in present)]), "|" + "---|" * (1 + len(present))]
+    for r in runs:
+        L.append(_row([r["name"], *(_g(r["localisation"]["max_abs"].get(g)) for g in present)]))
+    L += ["", "## Functional sparsity\n",
+          "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
+          f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
+          "One step: ES alpha/N x max abs(z) x E abs(eps) (= sqrt(2/pi) for standard normal eps; max abs(z) the median "
+          "over iterations); "
+          "GRPO/PPO the learning rate (Adam's step). Paper: 77.6-93.0% of nonzero ES coordinates below one step.\n",
+          _row(["run", "one step", "rule", "below one step", "largest share zeroed at < 1 pt greedy lost"]), "|---|---|---|---|---|"]
+    for r in runs:
+        sp = r["sparsity"]
+        z = sp.get("zeroable_1pt")
+        L.append(_row([r["name"], _g(sp["step"]), sp["rule"], f"{100 * sp['below_one_step']:.1f}%",
+                       "-" if z is None else f"{100 * z:.1f}%"]))
+    for r in runs:
+        rows = r["sparsity"].get("rows")
+        if rows:
+            L += ["", f"{r['name']}:", "", _row(["threshold", "zeroed", "greedy_acc", "pass@1"]), "|---|---|---|---|"]
+            L += [_row([_g(x["threshold"]), f"{100 * x['fraction_zeroed']:.1f}%", _pct(x.get("greedy_acc")),
+                        _pct(x.get("pass@1"))]) for x in rows]
+    L += ["", "## Token entropy of the policy's samples during training\n",
+          "Mean per-token entropy (nats) on a fixed held-out prompt set (validation), recorded every "
+          f"{cfg.entropy_every_flops_fraction} of the budget, never charged (entropy.png).\n",
+          _row(["run", "first", "last", "change"]), "|---|---|---|---|"]
+    for r in runs:
+        e = [x["entropy"] for x in r["entropy"] if x.get("entropy") is not None]
+        L.append(_row([r["name"], *((_g(e[0]), _g(e[-1]), f"{e[-1] - e[0]:+.3g}") if e else ("-", "-", "-"))]))
+    tasks = sorted({t for r in runs for t in r["heldout"]})
+    if tasks:
+        L += ["", "## Held-out tasks beside drift (test greedy accuracy, %)\n", _row(["run", "drift", *tasks]),
+              "|" + "---|" * (2 + len(tasks))]
+        for r in runs:
+            L.append(_row([r["name"], _g(r["drift"]["whole"]),
+                           *(_pct(r["heldout"].get(t, {}).get("greedy_acc")) for t in tasks)]))
+    L += ["", PAPER]
+    return "\n".join(L) + "\n"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def dump(summary: dict) -> str:
+    return json.dumps(summary, indent=2, default=str)

@@ -1,0 +1,104 @@
+"""Functional sparsity: zero every update coordinate with |delta| below a threshold, re-evaluate on test.
+
+Zeroing coordinate j means setting it back to theta_0[j]; keeping it means theta_final[j]. Both come
+from stored weights (harness/analysis/update.py), so threshold 0 is exactly the trained model and
+threshold inf exactly the base model.
+
+The ladder starts at the size of one step and doubles (analysis.sparsity_multiples), with 0 and inf
+at the ends. One step:
+  ES    alpha / N x max|z| x E|eps|: the largest single-member contribution to a coordinate in one
+        iteration, where eps ~ N(0, 1) (sigma is folded into alpha in methods/es.py), E|eps| = sqrt(2/pi),
+        and max|z| is the median over iterations of the population's largest |z-score|, from the step
+        log: max(reward_max - mean, mean - reward_min) / reward_std.
+  GRPO, PPO (Adam)  the learning rate: Adam's per-coordinate step is about lr.
+  other  the median nonzero |delta| (said in the table).
+The fraction zeroed is over the update's nonzero coordinates, as in the paper (77.6-93.0% below one
+ES step there).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+import torch
+
+from harness.analysis.update import named_params
+from harness.evaluation.evaluate import EvalConfig, evaluate
+
+ADAM_METHODS = ("grpo", "ppo")
+
+
+def step_size(record) -> tuple[float | None, str]:
+    """(one step's size, the rule used) for the run's method, from its config and step log."""
+    m = record.config.get("method", {})
+    if record.method == "es":
+        alpha = (record.train or {}).get("alpha") or m.get("alpha")
+        n = m.get("population")
+        zs = []
+        for s in record.steps:
+            e = s.get("extras", {})
+            std, mean = s.get("reward_std"), s.get("reward_mean")
+            if e.get("skipped") or not std or e.get("reward_max") is None:
+                continue
+            zs.append(max(e["reward_max"] - mean, mean - e["reward_min"]) / (std + 1e-8))
+        if alpha and n and zs:
+            zmax = statistics.median(zs)
+            return (alpha / n * zmax * math.sqrt(2 / math.pi),
+                    f"alpha/N x max abs(z) x E abs(eps) = {alpha:g}/{n} x {zmax:.2f} x 0.798")
+    if record.method in ADAM_METHODS and m.get("learning_rate"):
+        return float(m["learning_rate"]), f"Adam step ~ lr = {m['learning_rate']:g}"
+    return None, "median nonzero |delta|"
+
+
+def thresholds(step: float, multiples: list[float]) -> list[float]:
+    return [0.0, *sorted(step * float(x) for x in multiples), math.inf]
+
+
+def fraction_below(delta: dict[str, torch.Tensor], t: float) -> float:
+    """Share of nonzero update coordinates with |delta| < t."""
+    nz = below = 0
+    for d in delta.values():
+        a = d.abs()
+        nz += int((a > 0).sum())
+        below += int(((a > 0) & (a < t)).sum())
+    return below / nz if nz else 0.0
+
+
+@torch.no_grad()
+def apply_threshold(model, theta0: dict[str, torch.Tensor], final: dict[str, torch.Tensor],
+                    delta: dict[str, torch.Tensor], t: float) -> None:
+    """Write theta_0 where |delta| < t and theta_final elsewhere into `model`'s parameters."""
+    for name, p in named_params(model):
+        keep = delta[name].abs() >= t
+        p.copy_(torch.where(keep, final[name].to(p.dtype), theta0[name].to(p.dtype)).to(p.device))
+
+
+def sparsity_eval_config(record, n_prompts: int, n_samples: int) -> EvalConfig:
+    """The run's own eval settings on fewer prompts: greedy, plus pass@1 over n_samples when > 0."""
+    ev = dict(record.config.get("eval") or {})
+    base = EvalConfig(**{k: v for k, v in ev.items() if k in EvalConfig.__dataclass_fields__})
+    return replace(base, n_prompts=n_prompts or base.n_prompts, n_samples=n_samples, pass_ks=[1] if n_samples else [],
+                   maj_ks=[], greedy=True, kl_to_base=False, tasks=[], n_examples=0, n_boot=200,
+                   every_flops_fraction=None)
+
+
+def sparsity_curve(policy, task, theta0, final, delta, ladder: list[float], cfg: EvalConfig) -> list[dict]:
+    """One row per threshold: fraction zeroed, test greedy accuracy and pass@1 (means over prompts)."""
+    rows = []
+    for t in ladder:
+        apply_threshold(policy.model, theta0, final, delta, t)
+        res = evaluate(policy, task, "test", cfg)
+        rows.append({"threshold": t, "fraction_zeroed": fraction_below(delta, t),
+                     **{k: res.metrics[k]["mean"] for k in ("greedy_acc", "pass@1") if k in res.metrics}})
+    apply_threshold(policy.model, theta0, final, delta, math.inf)  # leave the base weights in place
+    return rows
+
+
+def zeroable_at(rows: list[dict], points: float = 1.0) -> float | None:
+    """The largest fraction zeroed whose greedy accuracy is within `points` of the unthresholded model."""
+    if not rows or "greedy_acc" not in rows[0]:
+        return None
+    ref = rows[0]["greedy_acc"]
+    ok = [r["fraction_zeroed"] for r in rows if r["greedy_acc"] >= ref - points / 100]
+    return max(ok) if ok else 0.0
