@@ -242,7 +242,8 @@ def plot(result: dict, path: Path) -> None:
             continue
         x = [s["sigma"] for s in rows]
         y = [s["improve_frac"] for s in rows]
-        err = [[s["improve_frac"] - s["improve_ci"][0] for s in rows], [s["improve_ci"][1] - s["improve_frac"] for s in rows]]
+        err = [[s["improve_frac"] - s["improve_ci"][0] for s in rows],
+               [s["improve_ci"][1] - s["improve_frac"] for s in rows]]
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=m["model"])
     ax.set_xscale("log")
     ax.set_xlabel("sigma")

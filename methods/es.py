@@ -92,7 +92,8 @@ class ESConfig:
     noise_rank: int | None = field(default=None, metadata={"help": "null: full-rank noise; r: EGGROLL low-rank "
                                                           "(A B^T)/sqrt(r) for every matrix, vectors full"})
     antithetic: bool = field(default=False, metadata={"help": "mirrored pairs: population/2 seeds, each +eps and -eps"})
-    normalize: str = field(default="zscore", metadata={"help": "reward shaping: zscore (paper) | none | centered_ranks"})
+    normalize: str = field(default="zscore", metadata={
+        "help": "reward shaping: zscore (paper) | none | centered_ranks"})
     peft: str | None = field(default=None, metadata={"help": "null: ES on the model's weights; lora: on LoRA adapters "
                                                     "(engine=hf only), merged into the model at the end"})
     lora: dict = field(default_factory=lambda: dict(VARIANT_DEFAULTS["lora"]), metadata={

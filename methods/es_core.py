@@ -98,9 +98,10 @@ def noise_spec(names: list[str], shapes: list[tuple[int, ...]], params: str = "a
     indices = select_params(names, params)
     if noise_rank is not None:
         for i in (range(len(names)) if indices is None else indices):
-            if len(shapes[i]) >= 2 and noise_rank > min(shapes[i][0], math.prod(shapes[i][1:])):
+            side = min(shapes[i][0], math.prod(shapes[i][1:])) if len(shapes[i]) >= 2 else None
+            if side is not None and noise_rank > side:
                 raise VariantError(f"method.noise_rank={noise_rank} exceeds the smaller side of {names[i]} "
-                                   f"{tuple(shapes[i])}; use noise_rank <= {min(shapes[i][0], math.prod(shapes[i][1:]))}")
+                                   f"{tuple(shapes[i])}; use noise_rank <= {side}")
     return NoiseSpec(indices, noise_rank)
 
 _MASK64 = (1 << 64) - 1

@@ -3,10 +3,13 @@
 Each worker owns one generation engine (harness/engines) and, inside it, its own fp32 master of the
 weights. Per iteration the driver draws the member seeds and prompt indices exactly as methods/es.py
 does (`ES._iteration_rng`), assigns members statically to workers (contiguous blocks in member
-order), and gathers one (reward, FLOPs) pair per member. It z-scores the rewards (methods.es_core.normalize, z-scores by default)
-and sends the seeds and z-scores to *every* worker, which applies methods.es.es_update to its own
-master: only seeds, scalars and file paths cross processes, never weights. After every iteration
+order), and gathers one (reward, FLOPs) pair per member. It normalises the rewards
+(methods.es_core.normalize: z-scores by default) and sends the seeds and their coefficients to
+*every* worker, which applies methods.es.es_update to its own master: only seeds, scalars and file paths cross processes, never weights. After every iteration
 each worker's master checksum is compared; a mismatch raises (never a silent drift).
+
+The ES variants travel as scalars too: the NoiseSpec (tensor subset, noise rank) once per worker at
+init_master, a sign per member (antithetic mirrors: -sigma), and the update's divisor.
 
 Noise is defined per HF parameter (name, index in `named_parameters()`), whichever engine runs, so
 the same model gives the same member rewards on either engine, and K=1 and K=K' workers reach
