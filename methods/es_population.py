@@ -5,8 +5,9 @@ weights. Per iteration the driver draws the member seeds and prompt indices exac
 does (`ES._iteration_rng`), assigns members statically to workers (contiguous blocks in member
 order), and gathers one (reward, FLOPs) pair per member. It normalises the rewards
 (methods.es_core.normalize: z-scores by default) and sends the seeds and their coefficients to
-*every* worker, which applies methods.es.es_update to its own master: only seeds, scalars and file paths cross processes, never weights. After every iteration
-each worker's master checksum is compared; a mismatch raises (never a silent drift).
+*every* worker, which applies methods.es.es_update to its own master: only seeds, scalars and file
+paths cross processes, never weights. After every iteration each worker's master checksum is
+compared; a mismatch raises (never a silent drift).
 
 The ES variants travel as scalars too: the NoiseSpec (tensor subset, noise rank) once per worker at
 init_master, a sign per member (antithetic mirrors: -sigma), and the update's divisor.
