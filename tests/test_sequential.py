@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from harness.budget import Ledger
 from harness.chartok import build_char_tokenizer
 from harness.policy import Policy
+from harness.schema import validate
 from harness.zoo import ZOO, make_model
 from methods.es import ES
 from methods.grpo import GRPO
@@ -113,6 +114,7 @@ def test_composes_from_the_method_configs():
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["method=sequential", "model=zoo-100k", "method.order=[es,grpo]",
                                                        "method.stages.es.sigma=0.003", "method.split=0.25"])
+    validate(cfg)  # harness/schema.py accepts the composed run config
     seq = instantiate(cfg.method)
     assert [type(m) for m in seq.stages] == [ES, GRPO]
     assert seq.stages[0].config.sigma == 0.003 and seq.config.split == 0.25
