@@ -6,6 +6,10 @@ and as a share of the iteration. ES's own overhead (perturb + restore + update +
 stay under ~10% of an iteration: generation is the work that buys the reward signal.
 
     python -m harness.bench_es --model zoo-1m --iterations 3 --population 30 --prompts 64 --threads 2
+    python -m harness.bench_es --model zoo-4m --noise-rank 4 --threads 1   # EGGROLL low-rank noise
+    python -m harness.bench_es --model zoo-4m --compare-noise-rank 4       # full vs low-rank, side by side
+
+--params / --noise-rank / --antithetic select the ES variants (conf/method/es.yaml).
 """
 from __future__ import annotations
 
@@ -25,12 +29,14 @@ PHASES = ("generate", "reward", "perturb_restore", "update")
 
 
 def bench(model: str, iterations: int, population: int, prompts: int, max_new_tokens: int,
-          sigma: float, dtype: str) -> list[dict]:
-    """Run `iterations` ES iterations in a throwaway run_dir; return the per-iteration log rows."""
+          sigma: float, dtype: str, **variant) -> list[dict]:
+    """Run `iterations` ES iterations in a throwaway run_dir; return the per-iteration log rows.
+
+    `variant`: ES variant settings (params, noise_rank, antithetic)."""
     policy = load_policy(model, dtype=dtype)
     task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
     method = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
-                generation_batch_size=prompts, checkpoint_every=0)
+                generation_batch_size=prompts, checkpoint_every=0, **variant)
     with tempfile.TemporaryDirectory() as run_dir:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
         method.train(policy, task, ledger, Path(run_dir))
@@ -52,6 +58,16 @@ def report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def compare(full: list[dict], low: list[dict], rank: int) -> str:
+    """ES's noise work (perturb+restore and update) per iteration, full-rank vs low-rank."""
+    mean = lambda rows, k: statistics.fmean(r[k] for r in (rows[1:] if len(rows) > 1 else rows))  # noqa: E731
+    lines = [f"{'s/iter':18s} {'full':>8s} {'rank-' + str(rank):>8s} {'low-full':>9s}"]
+    for key in ("time_perturb_restore_s", "time_update_s", "wall_s"):
+        a, b = mean(full, key), mean(low, key)
+        lines.append(f"{key.removeprefix('time_').removesuffix('_s'):18s} {a:8.3f} {b:8.3f} {b - a:+9.3f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m harness.bench_es", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="zoo-1m", help="zoo name, local path or hub id")
@@ -62,11 +78,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sigma", type=float, default=1e-3, help="alpha is sigma/2")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--params", default="all", help="ES variant: tensors perturbed (all | norms | ... | regex)")
+    ap.add_argument("--noise-rank", type=int, default=None, help="ES variant: low-rank noise of rank r")
+    ap.add_argument("--antithetic", action="store_true", help="ES variant: mirrored pairs")
+    ap.add_argument("--compare-noise-rank", type=int, default=None, metavar="R",
+                    help="run full-rank then rank-R noise and print both and the difference")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = bench(args.model, args.iterations, args.population, args.prompts, args.max_new_tokens,
-                 args.sigma, args.dtype)
-    print(report(rows))
+    common = (args.model, args.iterations, args.population, args.prompts, args.max_new_tokens, args.sigma, args.dtype)
+    variant = {"params": args.params, "antithetic": args.antithetic}
+    if args.compare_noise_rank is None:
+        print(report(bench(*common, noise_rank=args.noise_rank, **variant)))
+        return
+    full = bench(*common, noise_rank=None, **variant)
+    low = bench(*common, noise_rank=args.compare_noise_rank, **variant)
+    print("full-rank noise\n" + report(full) + f"\n\nrank-{args.compare_noise_rank} noise\n" + report(low))
+    print("\n" + compare(full, low, args.compare_noise_rank))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ Departures from the paper's reference code (all deliberate):
 - `alpha_per_sigma` (not in the paper, which fixes alpha=5e-4): when set, alpha = sigma x alpha_per_sigma,
   so a sweep over sigma keeps the step-to-noise ratio fixed (the authors' later code uses 0.5).
   null (default) keeps `alpha` as given; the effective alpha is in the run record's train summary.
+- Variants (not in the paper; each a config switch, defaults = the paper's ES, bit-identical to it):
+  `params` (which tensors: all | norms | norms+attention | last_layer | a name regex), `noise_rank`
+  (EGGROLL low-rank eps = A B^T / sqrt(r) for matrices), `antithetic` (mirrored pairs +eps/-eps on
+  one seed), `normalize` (zscore | none | centered_ranks) and `peft: lora` (ES on LoRA adapter
+  weights only, merged into the model at the end). See methods/es_core.py and tests/test_es_variants.py.
 - Checkpoint/resume (not in the paper): master weights + iteration + ledger state; all randomness
   is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
   Checkpoints are swapped in atomically and survive a kill at any point of a save.
@@ -50,7 +55,8 @@ from harness.engines import plain_engine
 from harness.flops import generation_flops, padded_generation_flops
 from harness.policy import Policy, generate
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es_core import (CKPT, LOOSE, es_update, noise, noise_seed, perturb, restore,  # noqa: F401 (re-exported)
+from methods.es_core import (CKPT, LOOSE, NORMALIZE, VARIANT_DEFAULTS, VariantError, es_update,  # noqa: F401
+                             members, noise, noise_seed, noise_spec, normalize, perturb, restore, update_terms,
                              wants_population, zscore)
 from tasks.base import Task
 
@@ -80,9 +86,22 @@ class ESConfig:
     use_ray: bool | None = field(default=None, metadata={"help": "null: Ray iff workers > 1"})
     ray_address: str | None = field(default=None, metadata={"help": "null: a local Ray; host:6379 joins a cluster"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads of each worker"})
+    # variants (defaults: the paper's ES)
+    params: str = field(default="all", metadata={"help": "tensors perturbed and updated: all | norms | "
+                                                "norms+attention | last_layer | a parameter-name regex"})
+    noise_rank: int | None = field(default=None, metadata={"help": "null: full-rank noise; r: EGGROLL low-rank "
+                                                          "(A B^T)/sqrt(r) for every matrix, vectors full"})
+    antithetic: bool = field(default=False, metadata={"help": "mirrored pairs: population/2 seeds, each +eps and -eps"})
+    normalize: str = field(default="zscore", metadata={
+        "help": "reward shaping: zscore (paper) | none | centered_ranks"})
+    peft: str | None = field(default=None, metadata={"help": "null: ES on the model's weights; lora: on LoRA adapters "
+                                                    "(engine=hf only), merged into the model at the end"})
+    lora: dict = field(default_factory=lambda: dict(VARIANT_DEFAULTS["lora"]), metadata={
+        "help": "peft=lora adapter: r, alpha, target_modules"})
 
     def __post_init__(self):
         self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
+        self._check_variants()
         for name in ("population", "prompts_per_iteration", "max_iterations", "generation_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
@@ -98,6 +117,28 @@ class ESConfig:
                              "(paper: sigma=1e-3, alpha=5e-4)")
         if self.checkpoint_every < 0:
             raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be >= 0 (0 = only at the end)")
+
+    def _check_variants(self) -> None:
+        if hasattr(self.lora, "_metadata"):  # a Hydra node: plain (JSON for checkpoints)
+            from omegaconf import OmegaConf
+            self.lora = OmegaConf.to_container(self.lora, resolve=True)
+        self.lora = {**VARIANT_DEFAULTS["lora"], **dict(self.lora or {})}
+        if isinstance(self.lora["target_modules"], tuple):
+            self.lora["target_modules"] = list(self.lora["target_modules"])
+        if self.normalize not in NORMALIZE:
+            raise VariantError(f"method.normalize={self.normalize!r} is unknown; use one of {', '.join(NORMALIZE)}")
+        if self.noise_rank is not None and self.noise_rank < 1:
+            raise VariantError(f"method.noise_rank={self.noise_rank} must be >= 1, or null for full-rank noise")
+        if self.antithetic and self.population % 2:
+            raise VariantError(f"method.antithetic=true needs an even population (mirrored pairs); "
+                               f"got method.population={self.population}, use {self.population + 1}")
+        if self.peft not in (None, "lora"):
+            raise VariantError(f"method.peft={self.peft!r} is unknown; use null or lora")
+        if self.peft and wants_population(self.engine, self.workers, self.use_ray):
+            raise VariantError("method.peft=lora runs only in place (engine=hf, workers=1); "
+                               "set engine=hf method.workers=1 or drop method.peft")
+        if self.peft and not (int(self.lora["r"]) >= 1 and float(self.lora["alpha"]) > 0):
+            raise VariantError(f"method.lora={self.lora}: r must be >= 1 and alpha > 0")
 
 
 # ---- the method ----
@@ -115,10 +156,11 @@ class ES(ConfiguredMethod):
         return not wants_population(self.config.engine, self.config.workers, self.config.use_ray)
 
     def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
-        """Member seeds and prompt indices of one iteration: a pure function of (seed, iteration)."""
+        """Member seeds (antithetic: one per mirrored pair) and prompt indices of one iteration: a pure
+        function of (seed, iteration). methods.es_core.members expands seeds into (seed, sign) members."""
         c = self.config
         rng = random.Random(f"es-{c.seed}-{iteration}")
-        seeds = [rng.getrandbits(31) for _ in range(c.population)]
+        seeds = [rng.getrandbits(31) for _ in range(c.population // 2 if c.antithetic else c.population)]
         if c.fixed_batch:
             return seeds, list(range(c.prompts_per_iteration))
         return seeds, rng.sample(range(n_train), c.prompts_per_iteration)
@@ -128,9 +170,17 @@ class ES(ConfiguredMethod):
             from methods import es_population  # Ray and vLLM only load when they are used
             return es_population.train(self, policy, task, ledger, run_dir)
         c, run_dir = self.config, Path(run_dir)
-        model = policy.model
-        names, params = zip(*[(n, p) for n, p in model.named_parameters()])  # tied weights appear once
+        if c.peft:
+            from methods.es_lora import train_lora
+            return train_lora(self, policy, task, ledger, run_dir)
+        return self._train(policy, task, ledger, run_dir, list(policy.model.named_parameters()))
+
+    def _train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path, named: list) -> dict:
+        """The ES loop over the tensors `named` ((name, parameter) pairs: the model's, or its LoRA adapters)."""
+        c = self.config
+        names, params = zip(*named)  # tied weights appear once in named_parameters()
         params, master = list(params), [p.detach().float().clone() for p in params]
+        self.spec = noise_spec(list(names), [tuple(p.shape) for p in params], c.params, c.noise_rank)
         buf = torch.empty(max(p.numel() for p in params), dtype=torch.float32, device=params[0].device)
         rows = task.load("train").to_dict()
         n_train = len(rows["prompt"])
@@ -158,19 +208,21 @@ class ES(ConfiguredMethod):
     def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> StepStats:
         """One ES iteration; charges the ledger once the update is in the working weights."""
         c, t = self.config, {"generate": 0.0, "reward": 0.0, "perturb_restore": 0.0, "update": 0.0}
+        spec = self.spec
         t0 = time.perf_counter()
         seeds, idx = self._iteration_rng(it, n_train)
+        seeds, signs = members(seeds, c.antithetic)
         batch = {k: [v[i] for i in idx] for k, v in rows.items()}
         columns = {k: v for k, v in batch.items() if k != "prompt"}
         rewards, flops, executed = [], 0.0, 0.0
-        for s in seeds:
+        for s, sign in zip(seeds, signs):
             a = time.perf_counter()
-            perturb(params, master, s, c.sigma, buf)
+            perturb(params, master, s, sign * c.sigma, buf, spec)
             b = time.perf_counter()
             gen = generate(policy, batch["prompt"], greedy=True, max_new_tokens=task.max_new_tokens,
                            batch_size=c.generation_batch_size)
             d = time.perf_counter()
-            restore(params, master)
+            restore(params, master, spec)
             e = time.perf_counter()
             scores = task.reward([x[0] for x in gen.texts], **columns)
             f = time.perf_counter()
@@ -181,11 +233,12 @@ class ES(ConfiguredMethod):
             t["generate"] += d - b
             t["reward"] += f - e
         a = time.perf_counter()
-        z = zscore(rewards)
+        z = normalize(rewards, c.normalize)
         norm = 0.0
         if z is not None:
-            norm = es_update(master, seeds, z, c.alpha, buf)
-            restore(params, master)  # cast the updated master into the working weights
+            terms, coefs = update_terms(seeds, signs, z)
+            norm = es_update(master, terms, coefs, c.alpha, buf, spec, n=len(seeds))
+            restore(params, master, spec)  # cast the updated master into the working weights
         t["update"] = time.perf_counter() - a
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
         return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
@@ -223,7 +276,7 @@ class ES(ConfiguredMethod):
         if path is None:
             return 0
         state = json.loads((path / "state.json").read_text())
-        check_resumable(path, asdict(self.config), state["config"], LOOSE, "ES")
+        check_resumable(path, asdict(self.config), {**VARIANT_DEFAULTS, **state["config"]}, LOOSE, "ES")
         weights = load_file(str(path / "master.safetensors"))
         if set(weights) != set(names):
             raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")

@@ -4,10 +4,18 @@ perturb/restore, the update, z-scores, and the checkpoint's name and resumable s
 
 Noise is defined per parameter (member seed, index in the HF model's `named_parameters()`), so an
 engine that holds the weights in another layout (vLLM's fused qkv) still draws the same noise.
+
+The ES variants (conf/method/es.yaml) shape the noise through one small `NoiseSpec`: which tensors
+are perturbed and updated (`method.params`), and low-rank noise (`method.noise_rank`). A tensor's
+noise never depends on which others are selected (its stream is still (member seed, index)), and
+the default spec (all tensors, full rank) runs exactly the operations ES ran before the variants.
 """
 from __future__ import annotations
 
+import math
+import re
 import statistics
+from dataclasses import dataclass
 
 import torch
 
@@ -15,6 +23,87 @@ CKPT = "es_checkpoint"
 # settings a resumed run may change: bounds, checkpoint cadence, batching and where members are scored
 LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine", "workers", "use_ray",
          "ray_address", "threads")
+# the variant settings' defaults: what a checkpoint written before they existed was trained with
+VARIANT_DEFAULTS = {"params": "all", "noise_rank": None, "antithetic": False, "normalize": "zscore",
+                    "peft": None, "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"}}
+NORMALIZE = ("zscore", "none", "centered_ranks")
+PARAM_SETS = {  # method.params names -> name regex ("last_layer" is computed from the names)
+    "norms": r"(norm|(^|\.)ln_)",
+    "norms+attention": r"(norm|(^|\.)ln_|self_attn\.|attention\.|attn\.)",
+}
+
+
+class VariantError(ValueError):
+    """An ES variant setting that does not fit the model (one line: the problem and the fix)."""
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """Which tensors ES perturbs and updates, and the noise's rank.
+
+    Attributes:
+        indices: positions in `named_parameters()` of the perturbed tensors; None = every tensor.
+        rank: None = full-rank Gaussian noise; r = low-rank noise (A B^T)/sqrt(r) for every tensor of
+            2 or more dimensions (vectors stay full-rank).
+    """
+
+    indices: tuple[int, ...] | None = None
+    rank: int | None = None
+
+    def selected(self, n: int):
+        """The perturbed tensors' indices among n."""
+        return range(n) if self.indices is None else self.indices
+
+
+def parameter_groups(names: list[str]) -> list[str]:
+    """Names with layer numbers folded into '*', in first-seen order (for error messages)."""
+    return list(dict.fromkeys(re.sub(r"\.\d+\.", ".*.", n) for n in names))
+
+
+def select_params(names: list[str], spec: str) -> tuple[int, ...] | None:
+    """Indices of the tensors `method.params` names: all | norms | norms+attention | last_layer | a regex.
+
+    last_layer: the highest-numbered block (`...layers.<L>.`) plus every tensor after it in model order
+    (final norm, an untied LM head); a tied LM head is the input embedding, so it is not included.
+    Returns None for all (the default path). Raises VariantError naming the model's parameter groups
+    when nothing matches.
+    """
+    if spec in (None, "all"):
+        return None
+    if spec == "last_layer":
+        blocks = [(int(m.group(1)), i) for i, n in enumerate(names) if (m := re.search(r"\.(\d+)\.", n))]
+        if not blocks:
+            raise VariantError(f"method.params=last_layer: the model has no numbered layers; parameter groups: "
+                               f"{', '.join(parameter_groups(names))}; use a name regex instead")
+        last = max(b for b, _ in blocks)
+        first = min(i for b, i in blocks if b == last)
+        chosen = tuple(i for i in range(first, len(names))
+                       if not (m := re.search(r"\.(\d+)\.", names[i])) or int(m.group(1)) == last)
+    else:
+        try:
+            pattern = re.compile(PARAM_SETS.get(spec, spec))
+        except re.error as e:
+            raise VariantError(f"method.params={spec!r} is not all, norms, norms+attention, last_layer or a valid "
+                               f"regex ({e})") from None
+        chosen = tuple(i for i, n in enumerate(names) if pattern.search(n))
+    if not chosen:
+        raise VariantError(f"method.params={spec!r} matches no parameter; the model's parameter groups: "
+                           f"{', '.join(parameter_groups(names))}")
+    return chosen
+
+
+def noise_spec(names: list[str], shapes: list[tuple[int, ...]], params: str = "all",
+               noise_rank: int | None = None) -> NoiseSpec:
+    """The NoiseSpec of a model (names, shapes in `named_parameters()` order) under the variant settings."""
+    indices = select_params(names, params)
+    if noise_rank is not None:
+        for i in (range(len(names)) if indices is None else indices):
+            side = min(shapes[i][0], math.prod(shapes[i][1:])) if len(shapes[i]) >= 2 else None
+            if side is not None and noise_rank > side:
+                raise VariantError(f"method.noise_rank={noise_rank} exceeds the smaller side of {names[i]} "
+                                   f"{tuple(shapes[i])}; use noise_rank <= {side}")
+    return NoiseSpec(indices, noise_rank)
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -38,7 +127,8 @@ def _splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | None = None,
+          rank: int | None = None) -> torch.Tensor:
     """eps for tensor `index` of member `member_seed`: fp32 standard normal shaped like `like`.
 
     Args:
@@ -46,8 +136,20 @@ def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | 
         index: the tensor's position in `model.named_parameters()`.
         like: a tensor giving shape and device.
         out: optional fp32 buffer of at least `like.numel()` elements, reused to avoid allocation.
+        rank: None: full-rank. r: for a tensor of >= 2 dimensions (rows = first dimension, columns =
+            the rest), EGGROLL's low-rank eps = A B^T / sqrt(r), A (rows x r) and B (columns x r)
+            standard normal from the same stream; every entry still has variance 1. Vectors stay full-rank.
     """
     g = torch.Generator(device=like.device).manual_seed(noise_seed(member_seed, index))
+    if rank is not None and like.dim() >= 2:
+        rows = like.shape[0]
+        cols = like.numel() // rows
+        a = torch.randn((rows, rank), generator=g, device=like.device, dtype=torch.float32)
+        b = torch.randn((cols, rank), generator=g, device=like.device, dtype=torch.float32)
+        target = (torch.empty((rows, cols), device=like.device, dtype=torch.float32) if out is None
+                  else out[:like.numel()].view(rows, cols))
+        torch.matmul(a, b.T, out=target)
+        return target.mul_(1.0 / math.sqrt(rank)).view(like.shape)
     if out is None:
         return torch.randn(like.shape, generator=g, device=like.device, dtype=torch.float32)
     return torch.randn(like.shape, generator=g, out=out[:like.numel()].view(like.shape))
@@ -55,35 +157,44 @@ def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | 
 
 @torch.no_grad()
 def perturb(params: list[torch.Tensor], master: list[torch.Tensor], member_seed: int, sigma: float,
-            buf: torch.Tensor | None = None) -> None:
-    """Set every working tensor to master + sigma * eps (computed in fp32, cast to the model dtype)."""
-    for i, (p, m) in enumerate(zip(params, master)):
-        eps = noise(member_seed, i, m, buf)
+            buf: torch.Tensor | None = None, spec: NoiseSpec | None = None) -> None:
+    """Set every selected working tensor to master + sigma * eps (computed in fp32, cast to the model dtype).
+
+    An antithetic member's mirror is the same seed with -sigma. Unselected tensors are not touched.
+    """
+    spec = spec or NoiseSpec()
+    for i in spec.selected(len(params)):
+        p, m = params[i], master[i]
+        eps = noise(member_seed, i, m, buf, spec.rank)
         torch.add(m, eps, alpha=sigma, out=p)
 
 
 @torch.no_grad()
-def restore(params: list[torch.Tensor], master: list[torch.Tensor]) -> None:
-    """Copy the master back into the working weights (exact: no subtraction)."""
-    for p, m in zip(params, master):
-        p.copy_(m)
+def restore(params: list[torch.Tensor], master: list[torch.Tensor], spec: NoiseSpec | None = None) -> None:
+    """Copy the master back into the (selected) working weights (exact: no subtraction)."""
+    for i in (spec or NoiseSpec()).selected(len(params)):
+        params[i].copy_(master[i])
 
 
 @torch.no_grad()
 def es_update(master: list[torch.Tensor], member_seeds: list[int], z: list[float], alpha: float,
-              buf: torch.Tensor | None = None) -> float:
-    """master += alpha / N * sum_n z_n * eps_n, in fp32, one tensor at a time.
+              buf: torch.Tensor | None = None, spec: NoiseSpec | None = None, n: int | None = None) -> float:
+    """master += alpha / N * sum_n z_n * eps_n, in fp32, one (selected) tensor at a time.
 
-    Noise is regenerated member by member, so memory is one accumulator of the largest tensor.
+    Noise is regenerated member by member (with the spec's rank, so the update uses exactly the eps
+    the members were scored with), so memory is one accumulator of the largest tensor.
+    Antithetic pairs come in as one seed with coefficient z(+) - z(-) and `n` = the population.
 
     Returns:
         The L2 norm of the whole update.
     """
-    n, sq = len(member_seeds), 0.0
-    for i, m in enumerate(master):
+    spec = spec or NoiseSpec()
+    n, sq = (len(member_seeds) if n is None else n), 0.0
+    for i in spec.selected(len(master)):
+        m = master[i]
         acc = torch.zeros_like(m)
         for s, zn in zip(member_seeds, z):
-            acc.add_(noise(s, i, m, buf), alpha=zn)
+            acc.add_(noise(s, i, m, buf, spec.rank), alpha=zn)
         acc.mul_(alpha / n)
         m.add_(acc)
         sq += float(acc.pow(2).sum())
@@ -96,3 +207,57 @@ def zscore(rewards: list[float]) -> list[float] | None:
     if max(rewards) == min(rewards):
         return None
     return [(r - mean) / (std + 1e-8) for r in rewards]
+
+
+def centered_ranks(rewards: list[float]) -> list[float] | None:
+    """OpenAI ES's fitness shaping: ranks (ties share their mean rank) mapped linearly onto [-0.5, 0.5]."""
+    if max(rewards) == min(rewards):
+        return None
+    order = sorted(range(len(rewards)), key=lambda i: rewards[i])
+    ranks = [0.0] * len(rewards)
+    a = 0
+    while a < len(order):
+        b = a
+        while b + 1 < len(order) and rewards[order[b + 1]] == rewards[order[a]]:
+            b += 1
+        for k in range(a, b + 1):
+            ranks[order[k]] = (a + b) / 2
+        a = b + 1
+    return [r / (len(rewards) - 1) - 0.5 for r in ranks]
+
+
+def normalize(rewards: list[float], how: str = "zscore") -> list[float] | None:
+    """The update's per-member weights: zscore (the paper) | none (raw rewards) | centered_ranks.
+
+    None when every reward is the same, under every normalisation: there is no signal, and raw
+    rewards would otherwise step along sum eps, a pure random walk.
+    """
+    if how == "zscore":
+        return zscore(rewards)
+    if how == "centered_ranks":
+        return centered_ranks(rewards)
+    if how == "none":
+        return None if max(rewards) == min(rewards) else list(rewards)
+    raise VariantError(f"method.normalize={how!r} is unknown; use one of {', '.join(NORMALIZE)}")
+
+
+def members(seeds: list[int], antithetic: bool) -> tuple[list[int], list[float]]:
+    """Per-member (seed, sign): each seed once with +1, or (antithetic) each twice, +1 then -1."""
+    if not antithetic:
+        return list(seeds), [1.0] * len(seeds)
+    return [s for s in seeds for _ in (0, 1)], [1.0, -1.0] * len(seeds)
+
+
+def update_terms(seeds: list[int], signs: list[float], z: list[float]) -> tuple[list[int], list[float]]:
+    """(seeds, coefficients) for es_update: plain members as they are; a mirrored pair (one seed, +/-)
+    folds into one term z(+) - z(-), so its noise is regenerated once."""
+    if all(s == 1.0 for s in signs):
+        return list(seeds), list(z)
+    out_s, out_c = [], []
+    for s, sign, zn in zip(seeds, signs, z):
+        if out_s and out_s[-1] == s:
+            out_c[-1] += sign * zn
+        else:
+            out_s.append(s)
+            out_c.append(sign * zn)
+    return out_s, out_c

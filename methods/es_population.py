@@ -3,10 +3,14 @@
 Each worker owns one generation engine (harness/engines) and, inside it, its own fp32 master of the
 weights. Per iteration the driver draws the member seeds and prompt indices exactly as methods/es.py
 does (`ES._iteration_rng`), assigns members statically to workers (contiguous blocks in member
-order), and gathers one (reward, FLOPs) pair per member. It z-scores the rewards (methods.es.zscore)
-and sends the seeds and z-scores to *every* worker, which applies methods.es.es_update to its own
-master: only seeds, scalars and file paths cross processes, never weights. After every iteration
-each worker's master checksum is compared; a mismatch raises (never a silent drift).
+order), and gathers one (reward, FLOPs) pair per member. It normalises the rewards
+(methods.es_core.normalize: z-scores by default) and sends the seeds and their coefficients to
+*every* worker, which applies methods.es.es_update to its own master: only seeds, scalars and file
+paths cross processes, never weights. After every iteration each worker's master checksum is
+compared; a mismatch raises (never a silent drift).
+
+The ES variants travel as scalars too: the NoiseSpec (tensor subset, noise rank) once per worker at
+init_master, a sign per member (antithetic mirrors: -sigma), and the update's divisor.
 
 Noise is defined per HF parameter (name, index in `named_parameters()`), whichever engine runs, so
 the same model gives the same member rewards on either engine, and K=1 and K=K' workers reach
@@ -40,7 +44,8 @@ from harness.engines import EngineConfig, EngineError, make_engine
 from harness.flops import generation_flops
 from harness.policy import DTYPES, Policy, load_policy, resolve_model_path
 from methods.base import check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es_core import CKPT, LOOSE, zscore
+from methods.es_core import CKPT, LOOSE, VARIANT_DEFAULTS, noise_spec, normalize, update_terms
+from methods.es_core import members as expand_members
 from tasks.base import Task
 
 if TYPE_CHECKING:  # the ES method drives this module; only its type is needed here
@@ -107,19 +112,22 @@ class ESWorker:
         return {"rank": self.rank, "pid": os.getpid(), "engine": self.engine.name,
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
-    def init_master(self, path: str | None) -> str:
+    def init_master(self, path: str | None, indices: list[int] | None = None, rank: int | None = None) -> str:
+        self.engine.set_noise(indices, rank)
         self.engine.init_master(path)
         return self.engine.checksum()
 
-    def score(self, member_seeds: list[int], idx: list[int], sigma: float, batch_size: int) -> list[dict]:
-        """Perturb, generate greedily on rows `idx`, restore, reward: one dict per member, in order."""
+    def score(self, member_seeds: list[int], idx: list[int], sigma: float, batch_size: int,
+              signs: list[float] | None = None) -> list[dict]:
+        """Perturb (an antithetic mirror: sign -1), generate greedily on rows `idx`, restore, reward:
+        one dict per member, in order."""
         prompts = [self.rows["prompt"][i] for i in idx]
         columns = {k: [v[i] for i in idx] for k, v in self.rows.items() if k != "prompt"}
         config = self.engine.policy.model.config
         out = []
-        for s in member_seeds:
+        for s, sign in zip(member_seeds, signs or [1.0] * len(member_seeds)):
             a = time.perf_counter()
-            self.engine.perturb(s, sigma)
+            self.engine.perturb(s, sign * sigma)
             b = time.perf_counter()
             gen = self.engine.generate(prompts, greedy=True, max_new_tokens=self.task.max_new_tokens,
                                        batch_size=batch_size)
@@ -134,8 +142,8 @@ class ESWorker:
                         "t": {"perturb_restore": (b - a) + (e - d), "generate": d - b, "reward": f - e}})
         return out
 
-    def update(self, member_seeds: list[int], z: list[float], alpha: float) -> tuple[float, str]:
-        norm = self.engine.update(member_seeds, z, alpha)
+    def update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> tuple[float, str]:
+        norm = self.engine.update(member_seeds, z, alpha, n)
         return norm, self.engine.checksum()
 
     def checksum(self) -> str:
@@ -302,9 +310,12 @@ class Population:
                              f"{n_train} rows; lower it to at most {n_train}")
         start, source = self._load_checkpoint(run_dir, ledger)
         es._check_fits(policy, task, ledger, rows)
+        named = list(policy.model.named_parameters())  # names and shapes (a meta model will do)
+        spec = noise_spec([n for n, _ in named], [tuple(p.shape) for _, p in named], c.params, c.noise_rank)
         pool = self.start(policy, task)
         try:
-            checksum = self._agree(pool.call("init_master", [(source,)] * self.k), start)
+            indices = None if spec.indices is None else list(spec.indices)
+            checksum = self._agree(pool.call("init_master", [(source, indices, spec.rank)] * self.k), start)
             it, skipped, last = start, 0, None
             ledger.start_clock()
             while it < c.max_iterations and not ledger.exhausted:
@@ -328,9 +339,11 @@ class Population:
         c = self.es.config
         t0 = time.perf_counter()
         seeds, idx = self.es._iteration_rng(it, n_train)
+        seeds, signs = expand_members(seeds, c.antithetic)
         blocks = self.blocks(len(seeds))
         a = time.perf_counter()
-        parts = self.pool.call("score", [(seeds[lo:hi], idx, c.sigma, c.generation_batch_size) for lo, hi in blocks],
+        parts = self.pool.call("score", [(seeds[lo:hi], idx, c.sigma, c.generation_batch_size, signs[lo:hi])
+                                         for lo, hi in blocks],
                                f"scoring the members of iteration {it + 1}")
         members = [m for part in parts for m in part]  # member order
         t_score = time.perf_counter() - a
@@ -339,11 +352,13 @@ class Population:
         for m in members:  # summed in member order, as methods/es.py does
             flops += m["flops"]
         a = time.perf_counter()
-        z = zscore(rewards)
+        z = normalize(rewards, c.normalize)
         if z is None:
             norms, sums = [0.0] * self.k, self.pool.call("checksum", [()] * self.k, "checking")
         else:
-            res = self.pool.call("update", [(seeds, z, c.alpha)] * self.k, f"updating at iteration {it + 1}")
+            terms, coefs = update_terms(seeds, signs, z)
+            res = self.pool.call("update", [(terms, coefs, c.alpha, len(seeds))] * self.k,
+                                 f"updating at iteration {it + 1}")
             norms, sums = [r[0] for r in res], [r[1] for r in res]
         checksum = self._agree(sums, it + 1)
         t_update = time.perf_counter() - a
@@ -373,7 +388,7 @@ class Population:
         if path is None:
             return 0, None
         state = json.loads((path / "state.json").read_text())
-        check_resumable(path, asdict(self.es.config), state["config"], LOOSE, "ES")
+        check_resumable(path, asdict(self.es.config), {**VARIANT_DEFAULTS, **state["config"]}, LOOSE, "ES")
         ledger.load_state_dict(state["ledger"])
         print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
         return state["iteration"], str((path / "master.safetensors").resolve())

@@ -9,9 +9,10 @@ list of tensors in the order and under the names of the HF model's `named_parame
 noise for tensor i of member s is methods.es.noise(s, i, ...) whichever engine runs, so on the
 same device both engines see the same perturbed weights and give the same member rewards.
 
-    perturb(seed, sigma)   working weights = master + sigma * eps(seed)   (fp32, cast once)
+    set_noise(indices, r)  ES variants: perturb/update only tensors `indices` (None: all), rank-r noise
+    perturb(seed, sigma)   working weights = master + sigma * eps(seed)   (fp32, cast once; -sigma mirrors)
     restore()              working weights = master                        (exact)
-    update(seeds, z, a)    master += a / N * sum z_n eps_n; then restore   (only seeds and scalars in)
+    update(seeds, z, a, n) master += a / n * sum z_n eps_n; then restore  (only seeds and scalars in)
     checksum()             a bit-level fingerprint of the master (compared across workers)
 """
 from __future__ import annotations
@@ -100,14 +101,18 @@ class Engine(ABC):
         """Write the master to a safetensors file keyed by HF names (the ES checkpoint format)."""
 
     @abstractmethod
+    def set_noise(self, indices: list[int] | None = None, rank: int | None = None) -> None:
+        """The ES variant's methods.es_core.NoiseSpec: which tensors (HF indices; None = all) and the noise rank."""
+
+    @abstractmethod
     def perturb(self, member_seed: int, sigma: float) -> None: ...
 
     @abstractmethod
     def restore(self) -> None: ...
 
     @abstractmethod
-    def update(self, member_seeds: list[int], z: list[float], alpha: float) -> float:
-        """methods.es.es_update on the master, then restore; returns the update's L2 norm."""
+    def update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> float:
+        """methods.es.es_update on the master (divisor n, default len(seeds)), then restore; returns its L2 norm."""
 
     @abstractmethod
     def checksum(self) -> str: ...

@@ -8,7 +8,7 @@ from safetensors.torch import load_file, save_file
 
 from harness.engines.base import Engine, master_checksum
 from harness.policy import Generation, Policy, generate
-from methods.es_core import es_update, perturb, restore
+from methods.es_core import NoiseSpec, es_update, perturb, restore
 
 
 class HFEngine(Engine):
@@ -23,6 +23,7 @@ class HFEngine(Engine):
         self.params = [p for _, p in named]
         self.master: list[torch.Tensor] | None = None
         self._buf: torch.Tensor | None = None
+        self.spec = NoiseSpec()
 
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
                  batch_size=64, seed=None) -> Generation:
@@ -47,14 +48,17 @@ class HFEngine(Engine):
     def save_master(self, path) -> None:
         save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.names, self.master)}, str(path))
 
+    def set_noise(self, indices=None, rank=None) -> None:
+        self.spec = NoiseSpec(None if indices is None else tuple(indices), rank)
+
     def perturb(self, member_seed: int, sigma: float) -> None:
-        perturb(self.params, self.master, member_seed, sigma, self._buf)
+        perturb(self.params, self.master, member_seed, sigma, self._buf, self.spec)
 
     def restore(self) -> None:
         restore(self.params, self.master)
 
-    def update(self, member_seeds, z, alpha) -> float:
-        norm = es_update(self.master, member_seeds, z, alpha, self._buf)
+    def update(self, member_seeds, z, alpha, n=None) -> float:
+        norm = es_update(self.master, member_seeds, z, alpha, self._buf, self.spec, n)
         self.restore()
         return norm
 

@@ -122,6 +122,10 @@ class VLLMEngine(Engine):
     def save_master(self, path) -> None:
         self._rpc("es_save", str(path))
 
+    def set_noise(self, indices=None, rank=None) -> None:
+        self._rpc("es_set_noise", None if indices is None else [int(i) for i in indices],
+                  None if rank is None else int(rank))
+
     def perturb(self, member_seed: int, sigma: float) -> None:
         self._rpc("es_perturb", int(member_seed), float(sigma))
         self._weights_changed()
@@ -130,8 +134,9 @@ class VLLMEngine(Engine):
         self._rpc("es_restore")
         self._weights_changed()
 
-    def update(self, member_seeds, z, alpha) -> float:
-        norm = self._rpc("es_update", [int(s) for s in member_seeds], [float(x) for x in z], float(alpha))
+    def update(self, member_seeds, z, alpha, n=None) -> float:
+        norm = self._rpc("es_update", [int(s) for s in member_seeds], [float(x) for x in z], float(alpha),
+                         None if n is None else int(n))
         self._weights_changed()
         return norm
 

@@ -80,20 +80,29 @@ class ESWorkerExtension:
         self.es_master = read_tensors(source, names, device)
         self.es_buf = torch.empty(max(m.numel() for m in self.es_master), dtype=torch.float32, device=device)
         self.es_tmp = torch.empty_like(self.es_buf)
+        self.es_spec = getattr(self, "es_spec", None)
         self.es_restore()
         return [str(device), str(next(self._es_model().parameters()).dtype)]
 
     def es_save(self, path: str) -> None:
         save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.es_names, self.es_master)}, path)
 
+    def es_set_noise(self, indices: list[int] | None, rank: int | None) -> None:
+        """The ES variant's NoiseSpec (methods.es_core): tensors perturbed/updated and the noise rank."""
+        from methods.es_core import NoiseSpec
+        self.es_spec = NoiseSpec(None if indices is None else tuple(indices), rank)
+
     @torch.no_grad()
     def es_perturb(self, member_seed: int, sigma: float) -> None:
-        """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es.perturb."""
-        from methods.es_core import noise
+        """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es.perturb
+        (only the spec's tensors are written; the others hold the master already)."""
+        from methods.es_core import NoiseSpec, noise
+        spec = getattr(self, "es_spec", None) or NoiseSpec()
 
         def tensors():
-            for i, (n, m) in enumerate(zip(self.es_names, self.es_master)):
-                eps = noise(member_seed, i, m, self.es_buf)
+            for i in spec.selected(len(self.es_names)):
+                n, m = self.es_names[i], self.es_master[i]
+                eps = noise(member_seed, i, m, self.es_buf, spec.rank)
                 out = self.es_tmp[:m.numel()].view(m.shape)
                 torch.add(m, eps, alpha=sigma, out=out)
                 yield n, out  # copied (and cast) into the engine's parameter before the next one is made
@@ -105,9 +114,9 @@ class ESWorkerExtension:
         self._es_write(zip(self.es_names, self.es_master))
 
     @torch.no_grad()
-    def es_update(self, member_seeds: list[int], z: list[float], alpha: float) -> float:
+    def es_update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> float:
         from methods.es_core import es_update
-        norm = es_update(self.es_master, member_seeds, z, alpha, self.es_buf)
+        norm = es_update(self.es_master, member_seeds, z, alpha, self.es_buf, getattr(self, "es_spec", None), n)
         self.es_restore()
         return norm
 

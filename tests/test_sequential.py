@@ -1,0 +1,142 @@
+"""Tests for methods/sequential.py: one budget split between two stages on one ledger.
+
+    python -m pytest tests/test_sequential.py -q
+
+Fast tests use toy stages that charge the ledger step by step (the budget arithmetic, one close,
+the stage-1 checkpoint); the end-to-end GRPO -> ES and ES -> GRPO runs on a tiny model are slow.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+from harness.budget import Ledger
+from harness.chartok import build_char_tokenizer
+from harness.policy import Policy
+from harness.schema import validate
+from harness.zoo import ZOO, make_model
+from methods.es import ES
+from methods.grpo import GRPO
+from methods.sequential import Sequential, SequentialConfig
+from tasks.countdown import Countdown
+
+torch.set_num_threads(1)
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+class Toy:
+    """A stage that adds `delta` to every weight and charges 10 samples per step until the ledger stops it."""
+
+    def __init__(self, name, delta):
+        self.name, self.delta, self.calls, self.limits = name, delta, 0, []
+
+    def train(self, policy, task, ledger, run_dir):
+        self.calls += 1
+        self.limits.append(ledger.limit)
+        steps = 0
+        while not ledger.exhausted:
+            with torch.no_grad():
+                for p in policy.model.parameters():
+                    p.add_(self.delta)
+            ledger.step(0.0, 10, 0.5, 0.0, stage=self.name)
+            steps += 1
+        ledger.close()
+        return {"steps": steps, "resumed_from": 0}
+
+
+class Closes:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, ledger, stats):
+        pass
+
+    def close(self, ledger):
+        self.n += 1
+
+
+def tiny_policy() -> Policy:
+    tok = build_char_tokenizer()
+    model = make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id).eval()
+    return Policy(model, tok, "test")
+
+
+def toy_sequential(split=0.3):
+    a, b = Toy("a", 1.0), Toy("b", 100.0)
+    return Sequential(order=["a", "b"], split=split, stages={"a": a, "b": b}), a, b
+
+
+def test_budget_split_one_ledger_one_close(tmp_path):
+    seq, a, b = toy_sequential(0.3)
+    ledger, closes = Ledger(limit=100, kind="samples"), Closes()
+    ledger.listeners.append(closes)
+    out = seq.train(tiny_policy(), None, ledger, tmp_path)
+    assert a.limits == [30] and b.limits == [100]  # stage 1 sees split x budget, stage 2 the whole limit
+    assert [s.extras["stage"] for s in ledger.history] == ["a"] * 3 + ["b"] * 7  # stage 2 spends the rest
+    assert ledger.limit == 100 and ledger.samples == 100 and closes.n == 1
+    assert out["switch"]["samples"] == 30 and [s["method"] for s in out["stages"]] == ["a", "b"]
+
+
+def test_rerun_skips_a_finished_first_stage(tmp_path):
+    pol = tiny_policy()
+    before = [p.detach().clone() for p in pol.model.parameters()]
+    seq, a, b = toy_sequential(0.3)
+    seq.train(pol, None, Ledger(limit=40, kind="samples"), tmp_path)
+    assert (tmp_path / "sequential_stage1" / "state.json").is_file()
+    rerun, a2, b2 = toy_sequential(0.3)
+    pol2 = tiny_policy()
+    ledger = Ledger(limit=100, kind="samples")  # a larger budget: the second stage continues
+    out = rerun.train(pol2, None, ledger, tmp_path)
+    assert a2.calls == 0 and b2.calls == 1 and out["stages"][0]["skipped"]
+    assert ledger.samples == 100 and ledger.history[0].extras["stage"] == "a"  # stage-1 history restored
+    first = next(pol2.model.parameters())
+    torch.testing.assert_close(first, before[0] + 2.0 + 100.0 * 8)  # a: 2 steps (of 0.3 x 40, restored), b: 8
+    with pytest.raises(ValueError, match="split=0.3, but this run uses"):
+        toy_sequential(0.5)[0].train(tiny_policy(), None, Ledger(limit=100, kind="samples"), tmp_path)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(order=["grpo"]), "two different stages"),
+    (dict(order=["es", "es"]), "two different stages"),
+    (dict(order=["grpo", "es"], stages={"es": {}}), "names 'grpo' but method.stages has only es"),
+    (dict(split=1.0, stages={"grpo": {}, "es": {}}), "split=1.0 must be in"),
+])
+def test_config_errors_name_the_fix(kw, message):
+    with pytest.raises(ValueError, match=message):
+        SequentialConfig(**kw)
+
+
+def test_composes_from_the_method_configs():
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["method=sequential", "model=zoo-100k", "method.order=[es,grpo]",
+                                                       "method.stages.es.sigma=0.003", "method.split=0.25"])
+    validate(cfg)  # harness/schema.py accepts the composed run config
+    seq = instantiate(cfg.method)
+    assert [type(m) for m in seq.stages] == [ES, GRPO]
+    assert seq.stages[0].config.sigma == 0.003 and seq.config.split == 0.25
+    assert seq.label() == "sequential split=0.25"
+
+
+class DigitCountdown(Countdown):
+    def reward(self, completions, **kwargs):
+        return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", [["grpo", "es"], ["es", "grpo"]])
+def test_grpo_and_es_share_one_budget(tmp_path, order):
+    stages = {"grpo": GRPO(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3,
+                           beta=0.0, checkpoint_every=0),
+              "es": ES(population=4, prompts_per_iteration=4, sigma=0.1, alpha=0.05, generation_batch_size=4)}
+    seq = Sequential(order=order, split=0.5, stages=stages)
+    pol = tiny_policy()
+    before = [p.detach().clone() for p in pol.model.parameters()]
+    ledger = Ledger(limit=64, kind="samples")  # 4 GRPO steps or 4 ES iterations of 16 samples
+    out = seq.train(pol, DigitCountdown(n_train=32), ledger, tmp_path)
+    assert ledger.samples == 64 and out["switch"]["samples"] == 32
+    assert [s["method"] for s in out["stages"]] == order and all(s["steps"] > 0 for s in out["stages"])
+    assert any(not torch.equal(p, b) for p, b in zip(pol.model.parameters(), before))
