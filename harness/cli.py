@@ -19,6 +19,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from harness.budget import BudgetError
+from harness.distributed import DistributedError, is_main_process
 from harness.engines import EngineError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
@@ -30,7 +31,7 @@ from harness.tables import rebuild
 from tasks.base import TaskDataError
 
 USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-               ConfigError, EngineError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
+               ConfigError, EngineError, DistributedError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 def _on_sigterm(signum, frame):
@@ -50,6 +51,8 @@ def main(cfg: DictConfig) -> None:
             return
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         run_one(cfg, run_dir)
+        if not is_main_process():  # rl: only rank 0 writes tables (harness/distributed.py)
+            return
         out = Path(cfg.results_dir) / cfg.group
         print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))
         print(f"record: {run_dir / RECORD_NAME}\ntables: {out}/ (table.md, table.csv, passk.png)")

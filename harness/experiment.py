@@ -35,6 +35,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from harness.distributed import is_main_process
 from harness.records import RECORD_NAME, Manifest, PlannedRun, read_record, write_manifest
 from harness.reporting.report import write_report
 from harness.schema import ConfigError, validate
@@ -225,7 +226,8 @@ def run_experiment(cfg: DictConfig) -> int:
         return 0
     root = experiment_root(cfg)
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
-    write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
+    if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/distributed.py)
+        write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
     failed = []
     for r in todo:
         run_dir = root / r.key
@@ -241,6 +243,8 @@ def run_experiment(cfg: DictConfig) -> int:
         except Exception as e:  # noqa: BLE001 - one bad run must not take the others down; its record says why
             log.error("run %d (%s) failed: %s: %s", r.index, r.label, type(e).__name__, e)
             failed.append((r, e))
+    if not is_main_process():  # rl: rank 0 writes the tables
+        return len(failed)
     out = Path(cfg.results_dir) / cfg.group
     write_report(root, out)
     print((out / "table.md").read_text())
