@@ -42,7 +42,7 @@ def is_main_process() -> bool:
     return rank() == 0
 
 
-def gather_ints(values: list[int]) -> list[int]:
+def gather_lists(values: list) -> list:
     """Every rank's `values`, concatenated in rank order, on every rank (the ledger's per-step token counts).
 
     All ranks get the same list, so FLOPs computed from it, and the budget stop decision taken on
@@ -51,7 +51,7 @@ def gather_ints(values: list[int]) -> list[int]:
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()) or world_size() == 1:
         return list(values)
     out: list = [None] * world_size()
-    torch.distributed.all_gather_object(out, [int(v) for v in values])
+    torch.distributed.all_gather_object(out, list(values))
     return [v for part in out for v in part]
 
 
