@@ -4,7 +4,8 @@ An experiment file (conf/experiment/*.yaml) declares
   models: [zoo-1m, {name: zoo-4m, overrides: [budget.flops=4e12]}]  # conf/model options (optional)
   seeds: [0, 1, 2]                                                   # optional; default: the `seed` key
   cells: [{label, overrides, axes: {key: [values]}?, seeded: bool?}] # fixed runs (axes: one run per point)
-  grids: [{name, overrides, axes: {key: [values]}}]                  # RL grids, chosen on validation
+  grids: [{name, overrides, axes: {key: [values]}, optional?}]       # RL grids, chosen on validation
+                                                                     # (optional: true runs only with +include=[name])
   vars: {name: value}                                                # its own variables: ${vars.name}
 Every (model, cell or grid point, seed) is one run, composed from the command line plus its own
 overrides, and gets an index in a fixed order (model, then cell/grid point, then seed):
@@ -43,7 +44,7 @@ from harness.run import run_one
 
 log = logging.getLogger("esbench")
 # Command-line keys that steer the experiment itself and must not reach the runs it composes.
-_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp")
+_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp", "include")
 
 
 class ExperimentError(ValueError):
@@ -99,7 +100,10 @@ def _specs(cfg: DictConfig) -> list[dict]:
             specs.append(dict(cell=c.label, column=label if p else c.label, label=label, grid=None, point=p,
                               overrides=[*_raw(c.overrides), *(_override(k, v) for k, v in p.items())],
                               seeded=c.get("seeded", True)))
+    include = set(cfg.get("include") or [])
     for g in cfg.get("grids") or []:
+        if g.get("optional") and g.name not in include:  # rl: an opt-in grid runs only with +include=[NAME]
+            continue
         if not g.get("axes"):
             raise ExperimentError(f"grid {g.name} has no axes; give it axes: {{key: [values]}} or make it a cell")
         for p in grid_points(g):
