@@ -126,7 +126,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         train_s = ledger.wall_s  # summed over every process of a resumed run
         reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
         engine = None
-        if cfg.engine.name != "hf":  # evaluation generates with the configured engine, on the trained weights
+        if cfg.engine.name != "hf" and is_main_process():  # evaluation generates with the configured engine, on the trained weights
             engine = make_engine(policy, plain_engine(cfg.engine))
             engine.load_from(policy.model)
         for split in cfg.eval_splits if is_main_process() else []:  # rl: rank 0 evaluates
