@@ -138,3 +138,25 @@ def test_ppo_lora_reports_policy_adapters_and_full_value_model(tmp_path):
     assert 0 < p["policy"]["trainable"] < p["policy"]["total"]
     assert p["value"]["trainable"] == p["value"]["total"]  # the value model trains fully
     assert ledger.steps == 1 and not hasattr(policy.model, "peft_config")
+
+
+def _compose(*overrides):
+    from hydra import compose, initialize_config_dir
+
+    from harness.run import CONF_DIR
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_grpo_lora_grid_is_opt_in():
+    from harness.experiment import plan
+    from harness.schema import validate
+    default = plan(_compose("experiment=qiu2025_table1_cpu"))
+    with_lora = _compose("experiment=qiu2025_table1_cpu", "+include=[GRPO-LoRA]")
+    validate(with_lora)
+    lora_runs = [r for r in plan(with_lora) if r.grid == "GRPO-LoRA"]
+    assert not [r for r in default if r.grid == "GRPO-LoRA"]
+    assert len(plan(with_lora)) == len(default) + len(lora_runs) == len(default) + 6
+    assert all("method.peft=lora" in r.overrides for r in lora_runs)
+    with pytest.raises(ConfigError, match="'GRPO'.*not an optional grid.*include=\\[GRPO-LoRA\\]"):
+        validate(_compose("experiment=qiu2025_table1_cpu", "+include=[GRPO]"))
