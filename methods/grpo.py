@@ -27,6 +27,13 @@ As everywhere in the harness, padding and decoding past a row's EOS (while other
 not charged. The LM head on prompt positions, which TRL's scoring forwards skip (logits_to_keep),
 is charged by the shared cost model: an overcount of 2 x vocab x hidden FLOPs per prompt token.
 
+Across processes (accelerate launch / torchrun, harness/distributed.py) the step's global batch is
+split over the ranks; each rank records its own completions and `_StepCost` gathers every rank's
+counts before pricing them, so all ranks charge the same step and stop together, and the check
+against TRL's (already gathered) num_input_tokens_seen holds unchanged. With method.peft=lora
+(methods/lora.py) the update is priced by `lora_train_flops` and the adapted policy's forwards pay
+the unmerged adapters; the reference (beta > 0) is the same model with adapters disabled.
+
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
 update. samples = completions scored in the step. Training stops at the first step boundary where
 `ledger.exhausted`; `max_steps` is only a safety cap.

@@ -24,6 +24,11 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
   pass over the prompts) instead of TRL's DataLoader shuffle, so a resumed run continues the same
   stream; and nothing draws from the global RNG between updates, so sampling resumes exactly.
 
+Across processes (harness/distributed.py) each rank takes its slice of every global prompt batch
+and `_UpdateCost` gathers every rank's scored sequences before pricing the update. With
+method.peft=lora the policy trains LoRA adapters (priced by `lora_train_flops`; reference = adapters
+disabled) while the value model still trains fully.
+
 Checkpoint/resume: TRL 1.12's PPOTrainer has no `resume_from_checkpoint` (its `train()` restarts
 at update 1), so every `checkpoint_every` updates run_dir/ppo_checkpoint is written at the update
 boundary (policy, value model, optimizer, scheduler, python/numpy/torch RNG states, ledger state;
