@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import InterpolationResolutionError
 
 from harness.budget import BudgetError
+from harness.distributed import DistributedError, is_main_process
 from harness.engines import EngineError
 from harness.evaluation.evaluate import EvalConfigError
 from harness.experiment import ExperimentError, run_experiment
@@ -34,7 +35,8 @@ from tasks.base import TaskDataError
 
 # InterpolationResolutionError: a ${...} that cannot resolve, e.g. a budget priced for a model with no shape
 USER_ERRORS = (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-               ConfigError, EngineError, InterpolationResolutionError, PlanError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
+               ConfigError, EngineError, InterpolationResolutionError, PlanError,
+               DistributedError)  # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
 
 
 def _on_sigterm(signum, frame):
@@ -56,6 +58,8 @@ def main(cfg: DictConfig) -> None:
             return
         run_dir = Path(HydraConfig.get().runtime.output_dir)
         run_one(cfg, run_dir)
+        if not is_main_process():  # rl: only rank 0 writes tables (harness/distributed.py)
+            return
         out = Path(cfg.results_dir) / cfg.group
         print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))
         print(f"record: {run_dir / RECORD_NAME}\ntables: {out}/ (table.md, table.csv, passk.png)")

@@ -4,7 +4,8 @@ An experiment file (conf/experiment/*.yaml) declares
   models: [zoo-1m, {name: zoo-4m, overrides: [budget.flops=4e12]}]  # conf/model options (optional)
   seeds: [0, 1, 2]                                                   # optional; default: the `seed` key
   cells: [{label, overrides, axes: {key: [values]}?, seeded: bool?}] # fixed runs (axes: one run per point)
-  grids: [{name, overrides, axes: {key: [values]}}]                  # RL grids, chosen on validation
+  grids: [{name, overrides, axes: {key: [values]}, optional?}]       # RL grids, chosen on validation
+                                                                     # (optional: true runs only with +include=[name])
   vars: {name: value}                                                # its own variables: ${vars.name}
 Every (model, cell or grid point, seed) is one run, composed from the command line plus its own
 overrides, and gets an index in a fixed order (model, then cell/grid point, then seed):
@@ -37,6 +38,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from harness.analysis.report import analyse
 from harness.analysis.settings import analysis_config
+from harness.distributed import is_main_process
 from harness.records import RECORD_NAME, Manifest, PlannedRun, read_record, write_manifest
 from harness.reporting.report import write_report
 from harness.schema import ConfigError, validate
@@ -44,7 +46,7 @@ from harness.run import run_one
 
 log = logging.getLogger("esbench")
 # Command-line keys that steer the experiment itself and must not reach the runs it composes.
-_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp")
+_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp", "include")
 
 
 class ExperimentError(ValueError):
@@ -100,7 +102,10 @@ def _specs(cfg: DictConfig) -> list[dict]:
             specs.append(dict(cell=c.label, column=label if p else c.label, label=label, grid=None, point=p,
                               overrides=[*_raw(c.overrides), *(_override(k, v) for k, v in p.items())],
                               seeded=c.get("seeded", True)))
+    include = set(cfg.get("include") or [])
     for g in cfg.get("grids") or []:
+        if g.get("optional") and g.name not in include:  # rl: an opt-in grid runs only with +include=[NAME]
+            continue
         if not g.get("axes"):
             raise ExperimentError(f"grid {g.name} has no axes; give it axes: {{key: [values]}} or make it a cell")
         for p in grid_points(g):
@@ -238,7 +243,8 @@ def run_experiment(cfg: DictConfig) -> int:
         return 0
     root = experiment_root(cfg)
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
-    write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
+    if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/distributed.py)
+        write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
     failed = []
     for r in todo:
         run_dir = root / r.key
@@ -254,6 +260,8 @@ def run_experiment(cfg: DictConfig) -> int:
         except Exception as e:  # noqa: BLE001 - one bad run must not take the others down; its record says why
             log.error("run %d (%s) failed: %s: %s", r.index, r.label, type(e).__name__, e)
             failed.append((r, e))
+    if not is_main_process():  # rl: rank 0 writes the tables
+        return len(failed)
     out = Path(cfg.results_dir) / cfg.group
     write_report(root, out)
     print((out / "table.md").read_text())

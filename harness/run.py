@@ -20,10 +20,12 @@ from omegaconf import DictConfig, OmegaConf
 from harness.analysis.entropy import entropy_fn
 from harness.analysis.settings import AnalysisConfig, analysis_config
 from harness.analysis.update import base_hash, save_update, wants_update
+from harness.distributed import check_launch, is_main_process, local_device, refuse_single_process
 from harness.engines import make_engine, plain_engine
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
-from harness.records import Record, new_record, write_record
+from harness import records
+from harness.records import Record, new_record
 from harness.steplog import EvalEvery, make_ledger
 from tasks.base import TaskDataError
 
@@ -108,6 +110,12 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
     quiet_libraries()
     seed_everything(cfg.seed)
     method = instantiate(cfg.method)  # first: its name and label keys name the run
+    if not getattr(method, "distributed", False):  # rl: ES and base refuse a multi-process launch
+        refuse_single_process(method.name)
+    else:  # rl: a multi-process layout that cannot work fails now; each rank pins its own GPU
+        check_launch("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu",
+                     cfg.engine.name)
+        local_device()
     identity = {"model": cfg.model.name_or_path, "method": method.name, "trains": method.trains,
                 "task": cfg.task._target_, "seed": cfg.seed, "torch_threads": cfg.threads, "grid": cfg.get("grid"),
                 **(meta or {})}
@@ -130,8 +138,10 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
                              **curve_evaluation(eval_cfg, policy, task, method))
         track_entropy(ledger, analysis, policy, task, method, record.entropy)
+        if not is_main_process():  # rl: ranks > 0 train (same ledger totals) but log, evaluate and write nothing
+            ledger.listeners = []
         record.train = method.train(policy, task, ledger, run_dir) or {}
-        if keep_update:
+        if keep_update and is_main_process():
             record.update.update(save_update(run_dir, policy.model))
             print(f"stored theta_final for analysis ({record.update['bytes'] / 1e6:.1f} MB, {record.update['dtype']}) "
                   f"in {run_dir / record.update['path']}", flush=True)
@@ -143,15 +153,15 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         train_s = ledger.wall_s  # summed over every process of a resumed run
         reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
         engine = None
-        if cfg.engine.name != "hf":  # evaluation generates with the configured engine, on the trained weights
+        if cfg.engine.name != "hf" and is_main_process():  # evaluation generates with the configured engine, on the trained weights
             engine = make_engine(policy, plain_engine(cfg.engine))
             engine.load_from(policy.model)
-        for split in cfg.eval_splits:
+        for split in cfg.eval_splits if is_main_process() else []:  # rl: rank 0 evaluates
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference, engine)
             record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
-        for name in eval_cfg.tasks:  # forgetting: the trained policy on other tasks' test splits
+        for name in eval_cfg.tasks if is_main_process() else []:  # forgetting: the trained policy on other tasks' test splits
             res = evaluate(policy, build_task(name), "test", eval_cfg, reference, engine)
             record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
@@ -169,6 +179,12 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         raise
     write_record(run_dir, record)
     return record
+
+
+def write_record(run_dir: Path, record: Record) -> None:
+    """rl: only rank 0 writes the record (harness/distributed.py)."""
+    if is_main_process():
+        records.write_record(run_dir, record)
 
 
 def build_task(name: str):

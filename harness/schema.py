@@ -20,9 +20,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
                    "paper", "paper_note", "paper_heldout", "axis_plot"}
-CONTROL_KEYS = {"run_index", "dry_run", "plan", "hydra"}  # +run_index=..., +dry_run=true, +plan=true
+CONTROL_KEYS = {"run_index", "dry_run", "plan", "hydra", "include"}  # +run_index=..., +dry_run=true, +plan=true, +include=[GRID]
 CELL_KEYS = {"label", "overrides", "axes", "seeded"}
-GRID_KEYS = {"name", "overrides", "axes"}
+GRID_KEYS = {"name", "overrides", "axes", "optional"}  # optional: true = opt-in, +include=[name]
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
 # The `analysis:` block (values checked by harness/analysis/settings.py, which must list the same keys).
@@ -131,9 +131,26 @@ def validate(cfg: DictConfig) -> None:
     _check_entries(cfg.get("cells"), "cells", CELL_KEYS, "label")
     _check_entries(cfg.get("grids"), "grids", GRID_KEYS, "name")
     _check_entries(cfg.get("models"), "models", MODEL_KEYS, "name")
+    _check_include(cfg)
     if cfg.get("axis_plot") is not None:
         _check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
     if cfg.get("analysis") is not None:
         _check_keys(cfg.analysis, ANALYSIS_KEYS, "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
+
+
+def _check_include(cfg: DictConfig) -> None:
+    """+include=[NAME, ...] names optional grids of this experiment (opt-in runs such as GRPO-LoRA)."""
+    for g in cfg.get("grids") or []:
+        if g.get("optional") is not None and not isinstance(g.optional, bool):
+            raise ConfigError(f"grid {g.name}: optional={g.optional!r} must be true or false")
+    include = cfg.get("include")
+    if include is None:
+        return
+    optional = [str(g.name) for g in cfg.get("grids") or [] if g.get("optional")]
+    names = list(include) if isinstance(include, (list, ListConfig)) else [include]
+    bad = [n for n in names if n not in optional]
+    if bad:
+        raise ConfigError(f"+include names {bad[0]!r}, which is not an optional grid of this experiment; "
+                          + (f"use +include=[{','.join(optional)}]" if optional else "it has none: drop +include"))

@@ -44,6 +44,9 @@ def make_config(config_class: type, hparams: dict, method: str):
     """Build a method's config dataclass, failing in one line on a key it does not have."""
     valid = [f.name for f in dataclasses.fields(config_class)]
     unknown = [k for k in hparams if k not in valid]
+    if "peft" in unknown:
+        raise TypeError(f"method {method} does not support method.peft (LoRA); drop it, or use method=grpo or "
+                        "method=ppo (LoRA through TRL's peft_config) or method=es (ES on LoRA adapters)")
     if unknown:
         raise TypeError(f"method {method} has no hyperparameter {unknown[0]!r}; valid: {', '.join(valid)}")
     return config_class(**hparams)

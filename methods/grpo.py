@@ -29,6 +29,13 @@ the scoring forwards and the update charge the head at completion positions only
 FLOPs (`executed_flops`, the same formulas on the batch padded to its longest prompt and
 completion) record what ran, padding included.
 
+Across processes (accelerate launch / torchrun, harness/distributed.py) the step's global batch is
+split over the ranks; each rank records its own completions and `_StepCost` gathers every rank's
+counts before pricing them, so all ranks charge the same step and stop together, and the check
+against TRL's (already gathered) num_input_tokens_seen holds unchanged. With method.peft=lora
+(methods/lora.py) the update is priced by `lora_train_flops` and the adapted policy's forwards pay
+the unmerged adapters; the reference (beta > 0) is the same model with adapters disabled.
+
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
 update. samples = completions scored in the step. Training stops at the first step boundary where
 `ledger.exhausted`; `max_steps` is only a safety cap.
@@ -72,9 +79,12 @@ from trl import GRPOConfig, GRPOTrainer
 
 from harness.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
-from harness.flops import completion_train_flops, generation_flops, padded_pairs, scoring_flops
+from harness.distributed import DistributedError, barrier, gather_lists, is_main_process, world_size
+from harness.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
+                           scoring_flops)
 from harness.policy import Policy
 from methods.base import ConfiguredMethod
+from methods.lora import LoraSettings, adapter_forward_flops, adapter_parameters, check_peft, lora_config, trained_parameters
 from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
 from tasks.base import Task
 
@@ -114,9 +124,14 @@ class GRPOMethodConfig:
                 "A multiple of num_iterations."})
     engine: dict | str | None = field(default=None, metadata={
         "help": "conf/engine: hf (TRL generates with the policy) or vllm (TRL use_vllm, colocate mode)."})
+    peft: str | None = field(default=None, metadata={
+        "help": "null: full-parameter training; lora: train LoRA adapters (method.lora) through TRL's peft_config."})
+    lora: dict | LoraSettings | None = field(default=None, metadata={
+        "help": "LoRA shape when peft=lora: r, alpha, dropout, target_modules (methods/lora.py LoraSettings)."})
 
     def __post_init__(self):
         self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
+        self.lora = check_peft(self.peft, self.lora)
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"method.loss_type={self.loss_type!r} is not supported; "
                              f"use one of {', '.join(LOSS_TYPES)}")
@@ -144,7 +159,8 @@ class GRPOMethodConfig:
 
 
 def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_tokens: list[int],
-               train_pairs: tuple[list[int], list[int]], *, reference: bool, old_logprobs: bool) -> dict[str, float]:
+               train_pairs: tuple[list[int], list[int]], *, reference: bool, old_logprobs: bool,
+               lora_params: int = 0) -> dict[str, float]:
     """FLOPs of one GRPO optimizer step, by part (see the module docstring).
 
     Args:
@@ -155,16 +171,21 @@ def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_to
         train_pairs: (prompt lengths, completion lengths) of every sequence the update trained on.
         reference: the reference model scored the new completions (beta > 0).
         old_logprobs: TRL recomputed the sampling policy's log-probs of the new completions.
+        lora_params: adapter parameters when training LoRA (0: full training). The update is then
+            priced by `lora_train_flops`, and the adapted policy's forwards (generation, old
+            log-probs) pay the unmerged adapters too; the reference runs with adapters disabled.
 
     Returns:
         {"generation", "reference", "old_logprobs", "update"} in FLOPs.
     """
     scoring = scoring_flops(config, prompt_tokens, completion_tokens)
+    adapters = adapter_forward_flops(lora_params, sum(prompt_tokens) + sum(completion_tokens))
     return {
-        "generation": generation_flops(config, prompt_tokens, completion_tokens),
+        "generation": generation_flops(config, prompt_tokens, completion_tokens) + adapters,
         "reference": scoring if reference else 0.0,
-        "old_logprobs": scoring if old_logprobs else 0.0,
-        "update": completion_train_flops(config, *train_pairs),
+        "old_logprobs": scoring + adapters if old_logprobs else 0.0,
+        "update": (lora_completion_train_flops(config, *train_pairs, lora_params) if lora_params
+                   else completion_train_flops(config, *train_pairs)),
     }
 
 
@@ -201,14 +222,16 @@ class _StepCost:
     """The cost of the optimizer step that just ended, from the recorded token counts (see the module docstring)."""
 
     def __init__(self, recorder: _TokenRecorder, model_config: PretrainedConfig, *, reference: bool,
-                 old_logprobs: bool, tokens_counted: int = 0):
-        self.recorder, self.model_config = recorder, model_config
+                 old_logprobs: bool, tokens_counted: int = 0, lora_params: int = 0):
+        self.recorder, self.model_config, self.lora_params = recorder, model_config, lora_params
         self.reference, self.old_logprobs = reference, old_logprobs
         self.train_pairs: tuple[list[int], list[int]] = ([], [])  # the batch the update trains on (reused when num_iterations > 1)
         self.tokens_counted = tokens_counted  # TRL's num_input_tokens_seen at the checkpoint on resume
 
     def __call__(self, args, state) -> tuple[float, int, dict]:
         prompt, completion = self.recorder.take()
+        # every rank's completions (rank order), so all ranks charge the same global step and stop together
+        prompt, completion = gather_lists(prompt), gather_lists(completion)
         if prompt:
             self.train_pairs = (prompt, completion)
         self.tokens_counted += sum(prompt) + sum(completion)
@@ -217,7 +240,8 @@ class _StepCost:
                 f"GRPO token count mismatch at step {state.global_step}: recorded {self.tokens_counted} prompt+"
                 f"completion tokens, TRL reports {state.num_input_tokens_seen}; the FLOPs ledger would be wrong "
                 "(was the reward wrapper bypassed, or does this TRL version tokenise prompts differently?)")
-        flags = dict(reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt))
+        flags = dict(reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt),
+                     lora_params=self.lora_params)
         parts = step_flops(self.model_config, prompt, completion, self.train_pairs, **flags)
         executed = step_flops(self.model_config, *padded_pairs(prompt, completion), padded_pairs(*self.train_pairs), **flags)
         extras = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
@@ -249,6 +273,7 @@ class GRPO(ConfiguredMethod):
     name = "grpo"
     label_keys = ("beta", "learning_rate")
     trains = True
+    distributed = True  # runs under accelerate launch / torchrun (data parallel through TRL)
     config_class = GRPOMethodConfig
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
@@ -268,11 +293,14 @@ class GRPO(ConfiguredMethod):
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
         # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
         old_logprobs = old_logprobs or bool(args.use_vllm and args.vllm_importance_sampling_correction)
+        peft_config = lora_config(cfg.lora, model) if cfg.peft else None
+        lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
         one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
-                    else self._min_step_flops(model.config, tok, prompts, old_logprobs))
+                    else self._min_step_flops(model.config, tok, prompts, old_logprobs, lora_params))
         ledger.check_step_fits(one_step, "GRPO")
         checkpoint = last_complete_checkpoint(run_dir / "trl")
-        cost = _StepCost(recorder, model.config, reference=cfg.beta > 0, old_logprobs=old_logprobs)
+        cost = _StepCost(recorder, model.config, reference=cfg.beta > 0, old_logprobs=old_logprobs,
+                         lora_params=lora_params)
         if checkpoint is not None:
             restore_ledger(ledger, checkpoint)
             cost.tokens_counted = json.loads((checkpoint / "trainer_state.json").read_text())["num_input_tokens_seen"]
@@ -282,35 +310,47 @@ class GRPO(ConfiguredMethod):
                                   checkpoint=_request_save)
 
         original_path = model.config.name_or_path
-        if cfg.beta > 0:  # TRL rebuilds the reference model from the model's config path: point it at a copy
-            init_dir = run_dir / "init_model"
-            model.save_pretrained(init_dir)
-            tok.save_pretrained(init_dir)
+        if cfg.beta > 0 and not cfg.peft:  # TRL rebuilds the reference model from the model's config path:
+            init_dir = run_dir / "init_model"  # point it at a copy (with LoRA it disables the adapters instead)
+            if is_main_process():
+                model.save_pretrained(init_dir)
+                tok.save_pretrained(init_dir)
+            barrier()  # the other ranks load it once rank 0 has written it
             model.config.name_or_path = str(init_dir)
         try:
             with tensorboard_dir(run_dir):
                 trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                                      processing_class=tok, callbacks=[callback])
+                                      processing_class=tok, callbacks=[callback], peft_config=peft_config)
         finally:
             model.config.name_or_path = original_path
+        parameters = trained_parameters(trainer.model)
+        if cfg.peft and parameters["trainable"] != lora_params:
+            raise RuntimeError(f"LoRA: TRL's model trains {parameters['trainable']} parameters but the cost model "
+                               f"priced {lora_params} adapter parameters; the FLOPs would be wrong")
         trainer.remove_callback(PrinterCallback)
         trainer.remove_callback(ProgressCallback)
         log.info("GRPO: %s", asdict(cfg))
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         ledger.close()
 
-        policy.model = trainer.model
+        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
+        policy.model = trainer.model.merge_and_unload() if cfg.peft else trainer.model
         policy.model.eval()
         tok.padding_side = "left"  # Policy.generate relies on it
         rewards = [s.reward_mean for s in ledger.history if s.samples and s.reward_mean is not None]
         return {"steps": trainer.state.global_step, "resumed_from": resumed_from, "flops": ledger.flops,
-                "samples": ledger.samples, "wall_s": ledger.wall_s,
+                "samples": ledger.samples, "wall_s": ledger.wall_s, "parameters": parameters, "peft": cfg.peft,
+                "world_size": world_size(),
                 "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
 
     def _trl_args(self, policy: Policy, ledger: Ledger, run_dir: Path, max_completion_length: int) -> GRPOConfig:
         cfg = self.config
         on_cpu = policy.model.device.type == "cpu"
-        batch = cfg.prompts_per_step * cfg.num_generations
+        batch = cfg.prompts_per_step * cfg.num_generations  # the global batch, split over the ranks
+        if batch % (cfg.gradient_accumulation_steps * world_size()):
+            raise DistributedError(f"prompts_per_step x num_generations = {batch} completions per step cannot be split "
+                                   f"over {world_size()} processes x gradient_accumulation_steps="
+                                   f"{cfg.gradient_accumulation_steps}; make it a multiple of their product")
         # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
         checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
                          else "gradient_checkpointing")
@@ -325,7 +365,7 @@ class GRPO(ConfiguredMethod):
             # TRL defaults both to True even on CPU, where bf16 autocast is slow and checkpointing useless.
             bf16=not on_cpu, **{checkpointing: cfg.gradient_checkpointing},
             learning_rate=cfg.learning_rate, lr_scheduler_type="constant", max_steps=cfg.max_steps,
-            per_device_train_batch_size=batch // cfg.gradient_accumulation_steps,
+            per_device_train_batch_size=batch // (cfg.gradient_accumulation_steps * world_size()),
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,  # steps_per_generation follows it
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
@@ -333,12 +373,13 @@ class GRPO(ConfiguredMethod):
             **trl_vllm_kwargs(cfg.engine, max_model_len=None),
         )
 
-    def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool) -> float:
+    def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool,
+                        lora_params: int) -> float:
         """A lower bound on one step's cost: shortest prompt, one-token completions."""
         shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
         n = self.config.prompts_per_step * self.config.num_generations
         parts = step_flops(config, [shortest] * n, [1] * n, ([shortest] * n, [1] * n),
-                           reference=self.config.beta > 0, old_logprobs=old_logprobs)
+                           reference=self.config.beta > 0, old_logprobs=old_logprobs, lora_params=lora_params)
         return sum(parts.values())
 
 

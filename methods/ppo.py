@@ -24,6 +24,11 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
   pass over the prompts) instead of TRL's DataLoader shuffle, so a resumed run continues the same
   stream; and nothing draws from the global RNG between updates, so sampling resumes exactly.
 
+Across processes (harness/distributed.py) each rank takes its slice of every global prompt batch
+and `_UpdateCost` gathers every rank's scored sequences before pricing the update. With
+method.peft=lora the policy trains LoRA adapters (priced by `lora_train_flops`; reference = adapters
+disabled) while the value model still trains fully.
+
 Checkpoint/resume: TRL 1.12's PPOTrainer has no `resume_from_checkpoint` (its `train()` restarts
 at update 1), so every `checkpoint_every` updates run_dir/ppo_checkpoint is written at the update
 boundary (policy, value model, optimizer, scheduler, python/numpy/torch RNG states, ledger state;
@@ -52,12 +57,14 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
 
 from harness.budget import Ledger
-from harness.flops import (completion_train_flops, forward_flops, generation_flops, head_params, padded_pairs,
-                           scoring_flops, train_flops)
+from harness.distributed import DistributedError, gather_lists, is_main_process, rank, world_size
+from harness.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
+                           lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
 from harness.policy import Policy
 from harness.atomic import write_text_atomic
 from harness.steplog import rng_state, set_rng_state
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
+from methods.lora import LoraSettings, adapter_forward_flops, adapter_parameters, check_peft, lora_config, trained_parameters
 from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir
 from tasks.base import Task
 
@@ -84,8 +91,13 @@ class PPOMethodConfig:
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
     checkpoint_every: int = field(default=0, metadata={"help": "updates between checkpoints in "
                                                        "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
+    peft: str | None = field(default=None, metadata={"help": "null: full-parameter policy; lora: LoRA adapters "
+                                                     "on the policy (the value model stays full) via TRL's peft_config"})
+    lora: dict | LoraSettings | None = field(default=None, metadata={"help": "LoRA shape when peft=lora: r, alpha, "
+                                                                     "dropout, target_modules (methods/lora.py)"})
 
     def __post_init__(self):
+        self.lora = check_peft(self.peft, self.lora)
         for name in ("num_ppo_epochs", "num_mini_batches", "prompts_per_step", "max_updates", "rollout_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
@@ -193,7 +205,7 @@ def value_config(config: PretrainedConfig) -> PretrainedConfig:
 
 
 def update_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_tokens: list[int],
-                 num_ppo_epochs: int) -> dict[str, float]:
+                 num_ppo_epochs: int, lora_params: int = 0) -> dict[str, float]:
     """FLOPs of one PPO update from the real token counts of its sequences.
 
     Counts exactly what TRL's loop runs: generation (prefill + each decoded token; the rollout
@@ -209,6 +221,9 @@ def update_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_
         prompt_tokens: prompt length per sequence.
         completion_tokens: completion length per sequence, up to and including EOS.
         num_ppo_epochs: passes over the batch.
+        lora_params: the policy's adapter parameters with peft=lora (0: full training). The policy's
+            training passes are then priced by `lora_train_flops` and its generation pays the unmerged
+            adapters; the reference (adapters disabled) and the value model (full) are unchanged.
 
     Returns:
         FLOPs per component and their "total".
@@ -216,11 +231,12 @@ def update_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_
     seqs = [p + c for p, c in zip(prompt_tokens, completion_tokens, strict=True)]
     vcfg = value_config(config)
     out = {
-        "generation": generation_flops(config, prompt_tokens, completion_tokens),
+        "generation": generation_flops(config, prompt_tokens, completion_tokens) + adapter_forward_flops(lora_params, sum(seqs)),
         "reference": scoring_flops(config, prompt_tokens, completion_tokens),
         "value": sum(forward_flops(vcfg, s) for s in seqs),
         "reward": 0.0,
-        "train": num_ppo_epochs * (completion_train_flops(config, prompt_tokens, completion_tokens)
+        "train": num_ppo_epochs * ((lora_completion_train_flops(config, prompt_tokens, completion_tokens, lora_params)
+                                    if lora_params else completion_train_flops(config, prompt_tokens, completion_tokens))
                                    + train_flops(vcfg, seqs)),
     }
     out["total"] = sum(out.values())
@@ -245,16 +261,17 @@ def make_value_model(policy_model: PreTrainedModel) -> PreTrainedModel:
 class _UpdateCost:
     """The cost of the update that just ended, from the sequences the reward model scored in it."""
 
-    def __init__(self, reward_model: TaskRewardModel, config: PretrainedConfig):
-        self.reward_model, self.config = reward_model, config
+    def __init__(self, reward_model: TaskRewardModel, config: PretrainedConfig, lora_params: int = 0):
+        self.reward_model, self.config, self.lora_params = reward_model, config, lora_params
 
     def __call__(self, args, state) -> tuple[float, int, dict]:
-        scored = self.reward_model.drain()
+        # every rank's sequences (rank order), so all ranks charge the same global update and stop together
+        scored = gather_lists(self.reward_model.drain())
         prompt_tokens = [s["prompt_tokens"] for s in scored]
         completion_tokens = [s["completion_tokens"] for s in scored]
-        flops = update_flops(self.config, prompt_tokens, completion_tokens, args.num_ppo_epochs)
+        flops = update_flops(self.config, prompt_tokens, completion_tokens, args.num_ppo_epochs, self.lora_params)
         padded = padded_pairs(prompt_tokens, completion_tokens)  # executed: padding + TRL's head at prompt positions
-        executed = update_flops(self.config, *padded, args.num_ppo_epochs)["total"] + (
+        executed = update_flops(self.config, *padded, args.num_ppo_epochs, self.lora_params)["total"] + (
             (1 + 3 * args.num_ppo_epochs) * 2 * head_params(self.config) * sum(padded[0]))
         rewards = [s["reward"] for s in scored]
         return flops["total"], len(scored), {
@@ -280,8 +297,9 @@ class _PromptStream:
     so iterating draws nothing from the global RNG that sampling uses.
     """
 
-    def __init__(self, dataset, batch_size: int, collate, seed: int, start: int = 0):
+    def __init__(self, dataset, batch_size: int, collate, seed: int, start: int = 0, rank: int = 0, world: int = 1):
         self.dataset, self.batch_size, self.collate, self.seed, self.start = dataset, batch_size, collate, seed, start
+        self.rank, self.world = rank, world  # data parallel: rank r takes the r-th slice of each global batch
 
     def __iter__(self):
         n, per_pass = len(self.dataset), len(self.dataset) // self.batch_size  # drop_last, as TRL's loader
@@ -290,6 +308,8 @@ class _PromptStream:
             epoch, i = divmod(b, per_pass)
             perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
             idx = perm[i * self.batch_size:(i + 1) * self.batch_size].tolist()
+            local = self.batch_size // self.world
+            idx = idx[self.rank * local:(self.rank + 1) * local]
             yield self.collate([self.dataset[j] for j in idx])
             b += 1
 
@@ -301,6 +321,7 @@ class PPO(ConfiguredMethod):
     name = "ppo"
     label_keys = ("kl_coef", "learning_rate")
     trains = True
+    distributed = True  # runs under accelerate launch / torchrun (data parallel through TRL)
     config_class = PPOMethodConfig
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
@@ -315,9 +336,14 @@ class PPO(ConfiguredMethod):
             raise ValueError(f"method.prompts_per_step={c.prompts_per_step} but the train split has {len(rows)} "
                              f"rows; lower it to at most {len(rows)}")
         prompt_ids = tok([policy.format(r["prompt"]) for r in rows], add_special_tokens=False)["input_ids"]
-        self._check_fits(model.config, prompt_ids, ledger)
+        if c.prompts_per_step % (world_size() * c.num_mini_batches):
+            raise DistributedError(f"method.prompts_per_step={c.prompts_per_step} cannot be split over {world_size()} "
+                                   f"processes x num_mini_batches={c.num_mini_batches}; make it a multiple of their product")
+        peft_config = lora_config(c.lora, model) if c.peft else None
+        lora_params = adapter_parameters(model, c.lora) if c.peft else 0
+        self._check_fits(model.config, prompt_ids, ledger, lora_params)
         reward_model = TaskRewardModel(task, tok, rows, prompt_ids)
-        callback = LedgerCallback(ledger, _UpdateCost(reward_model, model.config), trl_metrics,
+        callback = LedgerCallback(ledger, _UpdateCost(reward_model, model.config, lora_params), trl_metrics,
                                   checkpoint_every=c.checkpoint_every, raise_when_spent=True)
         dataset = datasets.Dataset.from_dict({"input_ids": prompt_ids})
         checkpoint = latest_dir(run_dir / CKPT, "state.json")
@@ -327,12 +353,20 @@ class PPO(ConfiguredMethod):
                              "raise max_updates or use a fresh run_dir")
         with tensorboard_dir(run_dir):
             trainer = PPOTrainer(
-                args=self._trl_config(ledger, run_dir, c.response_length or task.max_new_tokens, done),
-                processing_class=tok, model=model, ref_model=create_reference_model(model),
+                args=self._trl_config(ledger, run_dir, c.response_length or task.max_new_tokens, done,
+                                      on_cpu=model.device.type == "cpu"),
+                processing_class=tok, model=model, ref_model=None if c.peft else create_reference_model(model),
                 reward_model=reward_model, value_model=make_value_model(model), train_dataset=dataset,
-                data_collator=DataCollatorWithPadding(tok), callbacks=[callback])
+                data_collator=DataCollatorWithPadding(tok), callbacks=[callback], peft_config=peft_config)
+        wrapper = trainer.accelerator.unwrap_model(trainer.model)
+        parameters = {"policy": trained_parameters(wrapper.policy), "value": trained_parameters(wrapper.value_model),
+                      "all": trained_parameters(wrapper)}
+        if c.peft and parameters["policy"]["trainable"] != lora_params:
+            raise RuntimeError(f"LoRA: TRL's policy trains {parameters['policy']['trainable']} parameters but the "
+                               f"cost model priced {lora_params} adapter parameters; the FLOPs would be wrong")
         trainer.remove_callback(PrinterCallback)  # it prints TRL's metrics dict every update; ledger prints one line
-        trainer.dataloader = _PromptStream(dataset, c.prompts_per_step, trainer.data_collator, c.seed, start=done)
+        trainer.dataloader = _PromptStream(dataset, c.prompts_per_step, trainer.data_collator, c.seed, start=done,
+                                           rank=rank(), world=world_size())
         callback.checkpoint = lambda control, state: self._save_checkpoint(run_dir, trainer, ledger)
         if checkpoint:
             self._load_checkpoint(checkpoint, trainer, ledger)  # last: it restores the RNG states
@@ -341,26 +375,33 @@ class PPO(ConfiguredMethod):
         except BudgetSpent:
             pass
         ledger.close()
-        policy.model = trainer.accelerator.unwrap_model(trainer.model).policy.eval()
+        trained = trainer.accelerator.unwrap_model(trainer.model).policy
+        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
+        policy.model = (trained.merge_and_unload() if c.peft else trained).eval()
         return {"steps": ledger.steps, "resumed_from": done, "flops": ledger.flops, "samples": ledger.samples,
+                "parameters": parameters, "peft": c.peft, "world_size": world_size(),
                 "wall_s": ledger.wall_s, "last_reward_mean": ledger.history[-1].reward_mean if ledger.history else None,
                 "config": asdict(c)}
 
-    def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int) -> PPOConfig:
+    def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int,
+                    on_cpu: bool = False) -> PPOConfig:
         c = self.config
         return PPOConfig(
             output_dir=str(run_dir / "ppo"), learning_rate=c.learning_rate, kl_coef=c.kl_coef,
             num_ppo_epochs=c.num_ppo_epochs, num_mini_batches=c.num_mini_batches,
-            per_device_train_batch_size=c.prompts_per_step, gradient_accumulation_steps=1,
+            per_device_train_batch_size=c.prompts_per_step // world_size(), gradient_accumulation_steps=1,
             total_episodes=(c.max_updates - done) * c.prompts_per_step, response_length=response_length,
             temperature=c.temperature, stop_token="eos", seed=c.seed,
             local_rollout_forward_batch_size=c.rollout_batch_size, lr_scheduler_type="constant",
             bf16=False, fp16=False, report_to=report_to(ledger), save_strategy="no",
+            use_cpu=on_cpu,  # also what makes accelerate take a torchrun launch on CPU as MULTI_CPU (gloo)
             num_sample_generations=0, disable_tqdm=True,
         )
 
     # ---- checkpoints at update boundaries (TRL's PPOTrainer cannot resume; see the module docstring) ----
     def _save_checkpoint(self, run_dir: Path, trainer: PPOTrainer, ledger: Ledger) -> None:
+        if not is_main_process():  # rank 0 writes; the ranks hold the same weights (DDP)
+            return
         wrapper = trainer.accelerator.unwrap_model(trainer.model)
         state = {"updates": ledger.steps, "config": asdict(self.config), "ledger": ledger.state_dict()}
 
@@ -386,7 +427,8 @@ class PPO(ConfiguredMethod):
         set_rng_state(saved["rng"])
         print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
 
-    def _check_fits(self, config: PretrainedConfig, prompt_ids: list[list[int]], ledger: Ledger) -> None:
+    def _check_fits(self, config: PretrainedConfig, prompt_ids: list[list[int]], ledger: Ledger,
+                    lora_params: int = 0) -> None:
         """Fail before any work when even the cheapest possible update (shortest prompts, 1 token each) exceeds the budget.
 
         A lower bound, unlike ES's worst case: an update's cost depends on sampled completion
@@ -397,5 +439,5 @@ class PPO(ConfiguredMethod):
             cost = n
         else:
             shortest = min(len(ids) for ids in prompt_ids)
-            cost = update_flops(config, [shortest] * n, [1] * n, self.config.num_ppo_epochs)["total"]
+            cost = update_flops(config, [shortest] * n, [1] * n, self.config.num_ppo_epochs, lora_params)["total"]
         ledger.check_step_fits(cost, "PPO update")

@@ -11,6 +11,12 @@ Stopping: at the first step boundary where the ledger is exhausted the callback 
 `control.should_training_stop`; PPOTrainer never reads it, so with `raise_when_spent` it raises
 `BudgetSpent` instead, which the method catches (the update is complete at that point).
 
+Data parallelism (accelerate launch, torchrun): every rank runs this callback. The methods' cost
+functions gather every rank's token counts first (harness.distributed.gather_ints), so each rank
+charges the same global step; `_commit` then checks that all ranks hold the same totals (a rank
+that diverged would stop at another step and hang the others in a collective) and only rank 0
+writes checkpoint ledger files.
+
 Checkpoints (every `checkpoint_every` ledger steps, never once the budget is spent: a finished
 run's weights are its result, not a restart point): the callback calls `checkpoint(control,
 state)`. GRPO's asks TRL to save (`control.should_save`) and `on_save` then writes the ledger's
@@ -27,9 +33,11 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+import torch
 from transformers import TrainerCallback
 
 from harness.budget import Ledger
+from harness.distributed import is_main_process, world_size
 from harness.atomic import write_text_atomic
 
 LEDGER_FILE = "ledger.json"
@@ -75,6 +83,8 @@ class LedgerCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         """TRL wrote checkpoint-<global_step>; add the ledger state (marks it complete), drop older ones."""
+        if not is_main_process():  # rank 0 writes the ledger and removes old checkpoints
+            return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         write_text_atomic(folder / LEDGER_FILE, json.dumps({"ledger": self.ledger.state_dict()}) + "\n")
         for old in checkpoints(Path(args.output_dir)):
@@ -91,12 +101,25 @@ class LedgerCallback(TrainerCallback):
         fields = {**extras, **(self.metrics(logs) if logs else {})}
         reward_mean, reward_std = fields.pop("reward_mean", None), fields.pop("reward_std", None)
         self.ledger.step(flops, samples, reward_mean, reward_std, executed_flops=fields.pop("executed_flops", None), **fields)
+        check_ranks_agree(self.ledger)
         if self.ledger.exhausted:
             control.should_training_stop = True
             if self.raise_when_spent:
                 raise BudgetSpent
         elif self.checkpoint_every and self.checkpoint and self.ledger.steps % self.checkpoint_every == 0:
             self.checkpoint(control, state)
+
+
+def check_ranks_agree(ledger: Ledger) -> None:
+    """Under data parallelism, raise unless every rank holds the same totals (so all stop at the same step)."""
+    if world_size() == 1 or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    mine = (ledger.steps, ledger.flops, ledger.samples)
+    every: list = [None] * world_size()
+    torch.distributed.all_gather_object(every, mine)
+    if any(t != mine for t in every):
+        raise RuntimeError(f"ranks disagree on the ledger (steps, flops, samples): {every}; the cost function "
+                           "must charge the gathered counts of every rank")
 
 
 def checkpoints(output_dir: Path) -> list[Path]:
