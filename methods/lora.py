@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from peft import LoraConfig
 
 from harness.schema import ConfigError
 
@@ -69,7 +68,7 @@ def adapter_parameters(model: torch.nn.Module, settings: LoraSettings) -> int:
                and (targets == "all-linear" or name.rsplit(".", 1)[-1] in targets))
 
 
-def lora_config(settings: LoraSettings, model: torch.nn.Module) -> LoraConfig:
+def lora_config(settings: LoraSettings, model: torch.nn.Module):
     """peft's LoraConfig for `model`, refusing target modules the model does not have.
 
     Raises:
@@ -81,6 +80,10 @@ def lora_config(settings: LoraSettings, model: torch.nn.Module) -> LoraConfig:
         if missing:
             raise ConfigError(f"method.lora.target_modules has {missing[0]!r}, which is not a Linear module of this "
                               f"model; choose from {', '.join(have)} (or all-linear)")
+    try:  # optional: GRPO and PPO without LoRA must not need peft
+        from peft import LoraConfig
+    except ImportError:
+        raise ConfigError('method.peft=lora needs peft: pip install -e ".[peft]"') from None
     return LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
                       target_modules=settings.target_modules, task_type="CAUSAL_LM", bias="none")
 
