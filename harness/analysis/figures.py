@@ -29,17 +29,17 @@ def write_figures(runs: list[dict], out: Path) -> None:
 
 
 def _drift(runs, present, names, path):
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * (len(present) + 1)), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * (len(present) + 1)) + 4, 4.2))
     width = 0.8 / len(runs)
     for i, r in enumerate(runs):
         gs = r["drift"]["groups"]
         ys = [r["drift"]["whole"], *(gs[g]["drift"] if g in gs else 0 for g in present)]
-        ax.bar([j + i * width for j in range(len(ys))], ys, width, label=r["name"])
+        ax.bar([j + i * width for j in range(len(ys))], ys, width, label=r["name"], color=plt.cm.tab20(i % 20))
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(present) + 1)], ["whole", *names], fontsize=7)
     ax.set_yscale("symlog", linthresh=1e-4)
     ax.set_ylabel("||delta|| / ||theta0||")
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: 20+ runs would hide the bars
     ax.set_title("relative drift, whole model and per parameter group", fontsize=10)
     fig.tight_layout()
     save_figure_atomic(fig, path)
@@ -68,7 +68,7 @@ def _localisation(runs, present, names, path):
 
 
 def _sparsity(runs, path):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, 2, figsize=(15, 4.2), squeeze=False)
     for ax, m in zip(axes[0], ("greedy_acc", "pass@1")):
         for r in runs:
             rows = r["sparsity"].get("rows") or []
@@ -78,8 +78,8 @@ def _sparsity(runs, path):
         ax.set_xlabel("nonzero update coordinates zeroed (%)")
         ax.set_ylabel(f"test {m} (%)")
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=6)
+        if ax.lines and ax is axes[0][-1]:  # one legend, right of both panels
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("functional sparsity: zero |delta| below a threshold (one step x 1, 2, 4, ...), re-evaluate",
                  fontsize=10)
     fig.tight_layout()
@@ -87,7 +87,7 @@ def _sparsity(runs, path):
 
 
 def _entropy(runs, path):
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(11, 4.2))
     for r in runs:
         pts = [(x["flops"], x["entropy"]) for x in r["entropy"] if x.get("entropy") is not None]
         if pts:
@@ -96,7 +96,7 @@ def _entropy(runs, path):
     ax.set_ylabel("mean per-token entropy of samples (nats)")
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.set_title("token entropy on a fixed held-out prompt set during training", fontsize=10)
     fig.tight_layout()
     save_figure_atomic(fig, path)
