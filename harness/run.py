@@ -132,8 +132,9 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         policy = policy_from(cfg)
-        keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path)
-        if method.trains:  # analyses compare theta_final with this theta_0 (harness/analysis/update.py)
+        keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path) \
+            and is_main_process()
+        if keep_update:  # analyses compare the stored theta_final with this theta_0 (harness/analysis/update.py)
             record.update = {"base_sha256": base_hash(policy.model), "path": None}
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
                              **curve_evaluation(eval_cfg, policy, task, method))
@@ -141,7 +142,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         if not is_main_process():  # rl: ranks > 0 train (same ledger totals) but log, evaluate and write nothing
             ledger.listeners = []
         record.train = method.train(policy, task, ledger, run_dir) or {}
-        if keep_update and is_main_process():
+        if keep_update:
             record.update.update(save_update(run_dir, policy.model))
             print(f"stored theta_final for analysis ({record.update['bytes'] / 1e6:.1f} MB, {record.update['dtype']}) "
                   f"in {run_dir / record.update['path']}", flush=True)
