@@ -136,3 +136,62 @@ def barrier() -> None:
     """Wait for every rank (a no-op without a process group)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized() and world_size() > 1:
         torch.distributed.barrier()
+
+
+def using_fsdp() -> bool:
+    """True under an FSDP launch (conf/accelerate/fsdp.yaml sets ACCELERATE_USE_FSDP for every rank)."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() in ("1", "true")
+
+
+def check_fsdp(method: str, peft: str | None, checkpoint_every: int = 0) -> None:
+    """Refuse the FSDP combinations this harness does not gather correctly (one line each)."""
+    if not using_fsdp():
+        return
+    if peft:
+        raise DistributedError(f"method={method} with method.peft={peft} under FSDP: LoRA on a 7-8B model fits one "
+                               "GPU per rank, so launch it with conf/accelerate/ddp.yaml instead of fsdp.yaml")
+    if checkpoint_every:
+        raise DistributedError(f"method={method} checkpoints hold rank 0's shard only under FSDP; set "
+                               "method.checkpoint_every=0 or launch with conf/accelerate/ddp.yaml")
+
+
+def trained_model(accelerator, prepared, part: str | None = None):
+    """The trained model, whole, for rank 0 to evaluate and store; every rank must call this.
+
+    Under DDP (and in one process) every rank already holds all the weights: the unwrapped module
+    comes back. Under FSDP each rank holds a shard, and a forward pass on rank 0 alone would wait
+    for the others forever, so the full state dict is gathered to rank 0's CPU (a collective) and
+    loaded into a fresh, unsharded copy of the architecture (`full_model_from_state`).
+
+    Args:
+        accelerator: the trainer's accelerator.
+        prepared: the trainer's (wrapped) model.
+        part: the submodule that is the policy (PPO's wrapper holds `policy` and `value_model`).
+    """
+    module = accelerator.unwrap_model(prepared)
+    module = getattr(module, part) if part else module
+    if not using_fsdp():
+        return module
+    state = accelerator.get_state_dict(prepared)  # full weights on rank 0, nothing elsewhere
+    return full_model_from_state(module.config, state, part) if is_main_process() else module
+
+
+def full_model_from_state(config, state: dict, part: str | None = None):
+    """An unsharded causal LM of `config` holding `state` (keys under `part.` when given).
+
+    Raises:
+        RuntimeError: the state does not fill the architecture (a tied head may be absent, nothing else).
+    """
+    from transformers import AutoModelForCausalLM
+
+    if part:
+        state = {k[len(part) + 1:]: v for k, v in state.items() if k.startswith(part + ".")}
+    dtype = next(iter(state.values())).dtype
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    if set(missing) - tied or unexpected:
+        raise RuntimeError(f"gathered FSDP state does not match {type(model).__name__}: missing "
+                           f"{sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+    model.tie_weights()
+    return model

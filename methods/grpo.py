@@ -73,13 +73,14 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import PretrainedConfig
+from transformers import PretrainedConfig, set_seed
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from harness.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
-from harness.distributed import DistributedError, barrier, gather_lists, is_main_process, world_size
+from harness.distributed import (DistributedError, barrier, check_fsdp, gather_lists, is_main_process,
+                                 trained_model, world_size)
 from harness.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
                            scoring_flops)
 from harness.policy import Policy
@@ -281,6 +282,7 @@ class GRPO(ConfiguredMethod):
         cfg, run_dir = self.config, Path(run_dir)
         if ledger.exhausted:
             return {"steps": 0, "resumed_from": 0, "flops": ledger.flops, "samples": ledger.samples, "wall_s": 0.0}
+        check_fsdp("grpo", cfg.peft)  # TRL's own checkpoints save FSDP shards correctly
         model, tok = policy.model, policy.tokenizer
         dataset = task.load("train")
         prompts = [policy.format(p) for p in dataset["prompt"]]  # chat templates apply, as at evaluation
@@ -294,6 +296,8 @@ class GRPO(ConfiguredMethod):
         # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
         old_logprobs = old_logprobs or bool(args.use_vllm and args.vllm_importance_sampling_correction)
         peft_config = lora_config(cfg.lora, model) if cfg.peft else None
+        if cfg.peft:  # TRL draws the adapters' init before it seeds anything: seed it here, so LoRA runs repeat
+            set_seed(cfg.seed)
         lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
         one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
                     else self._min_step_flops(model.config, tok, prompts, old_logprobs, lora_params))
@@ -333,8 +337,9 @@ class GRPO(ConfiguredMethod):
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         ledger.close()
 
+        trained = trained_model(trainer.accelerator, trainer.model)  # whole on rank 0, also under FSDP
         # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
-        policy.model = trainer.model.merge_and_unload() if cfg.peft else trainer.model
+        policy.model = trained.merge_and_unload() if cfg.peft else trained
         policy.model.eval()
         tok.padding_side = "left"  # Policy.generate relies on it
         rewards = [s.reward_mean for s in ledger.history if s.samples and s.reward_mean is not None]

@@ -57,7 +57,8 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
 
 from harness.budget import Ledger
-from harness.distributed import DistributedError, gather_lists, is_main_process, rank, world_size
+from harness.distributed import (DistributedError, check_fsdp, gather_lists, is_main_process, rank, trained_model,
+                                 world_size)
 from harness.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
 from harness.policy import Policy
@@ -326,6 +327,7 @@ class PPO(ConfiguredMethod):
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         c, run_dir = self.config, Path(run_dir)
+        check_fsdp("ppo", c.peft, c.checkpoint_every)
         set_seed(c.seed)  # value-head init; numpy drives TRL's minibatch shuffles
         tok, model = policy.tokenizer, policy.model
         if tok.padding_side != "left":
@@ -375,7 +377,7 @@ class PPO(ConfiguredMethod):
         except BudgetSpent:
             pass
         ledger.close()
-        trained = trainer.accelerator.unwrap_model(trainer.model).policy
+        trained = trained_model(trainer.accelerator, trainer.model, part="policy")  # whole on rank 0, also under FSDP
         # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
         policy.model = (trained.merge_and_unload() if c.peft else trained).eval()
         return {"steps": ledger.steps, "resumed_from": done, "flops": ledger.flops, "samples": ledger.samples,

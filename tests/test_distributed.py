@@ -94,3 +94,44 @@ def test_two_gloo_processes_charge_what_one_process_charges(tmp_path):
     written = sorted(p.relative_to(tmp_path / "runs" / "ddp2").as_posix()
                      for p in (tmp_path / "runs" / "ddp2").rglob("*") if p.is_file())
     assert [p for p in written if p.endswith("record.json")] == ["bench-grpo/record.json"]  # rank 0's only
+
+
+def test_fsdp_refuses_lora_and_rank0_only_ppo_checkpoints(monkeypatch):
+    distributed.check_fsdp("ppo", "lora", 5)  # not under FSDP: nothing to refuse
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(DistributedError, match="method.peft=lora under FSDP.*ddp.yaml"):
+        distributed.check_fsdp("grpo", "lora")
+    with pytest.raises(DistributedError, match="rank 0's shard only.*checkpoint_every=0"):
+        distributed.check_fsdp("ppo", None, 5)
+    distributed.check_fsdp("ppo", None, 0)
+
+
+def _logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_trained_model_under_fsdp_is_rebuilt_whole_from_the_gathered_state(monkeypatch):
+    """The FSDP branch on a real Accelerator (one CPU process gathers nothing, but runs the same calls):
+    a fresh unsharded model with the trained weights comes back, for a plain model and PPO's policy part."""
+    from accelerate import Accelerator
+    from harness.policy import load_policy
+
+    model = load_policy("zoo-100k", device="cpu").model
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.add_(0.5)  # "trained": differs from the shipped weights
+    ids = torch.tensor([[5, 9, 12, 3, 7]])
+    acc = Accelerator(cpu=True)
+    assert distributed.trained_model(acc, model) is model  # DDP / one process: the module itself
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    whole = distributed.trained_model(acc, model)
+    assert whole is not model and torch.equal(_logits(whole, ids), _logits(model, ids))
+    assert whole.lm_head.weight.data_ptr() == whole.model.embed_tokens.weight.data_ptr()  # tied again
+
+    wrapper = torch.nn.Module()  # PPO's PolicyAndValueWrapper holds the policy beside the value model
+    wrapper.policy, wrapper.value_model = model, torch.nn.Linear(2, 1)
+    whole = distributed.trained_model(acc, wrapper, part="policy")
+    assert torch.equal(_logits(whole, ids), _logits(model, ids))
+    state = {k: v for k, v in model.state_dict().items() if "up_proj" not in k}
+    with pytest.raises(RuntimeError, match="missing.*up_proj"):
+        distributed.full_model_from_state(model.config, state)
