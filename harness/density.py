@@ -143,6 +143,23 @@ def summarize(deltas: list[float], verdicts: list[int]) -> dict:
             "delta_quantiles": {f"q{int(100 * a):02d}": float(v) for a, v in zip(QUANTILES, q)}}
 
 
+MAX_HARM = 0.25  # a sigma harming more directions than this moves ES off the model's skill, not along it
+
+
+def declared_sigma(sigmas: dict) -> float:
+    """The one ES sigma a model declares from its density row, before any ES run (validation only).
+
+    The sigma with the most improving directions, among those harming at most MAX_HARM of them; ties
+    (including "none improves") go to the LARGER sigma, because a sigma that changes no greedy answer
+    gives ES no reward differences to follow. If every sigma harms more, the smallest.
+    """
+    rows = sorted(sigmas.values(), key=lambda r: r["sigma"])
+    safe = [r for r in rows if r["harm_frac"] <= MAX_HARM and r["sigma"] > 0]
+    if not safe:
+        return rows[0]["sigma"]
+    return max(safe, key=lambda r: (r["improve"], r["sigma"]))["sigma"]
+
+
 # ---- the measurement ----
 def member_seeds(seed: int, n: int) -> list[int]:
     """The n perturbation seeds: the same at every sigma and for every model."""
@@ -227,7 +244,10 @@ def markdown(result: dict) -> str:
                          f"({s['improve_frac']:.1%}) | {s['improve_ci'][0]:.1%}-{s['improve_ci'][1]:.1%} | "
                          f"{s['harm']}/{s['n']} | {s['harm_ci'][0]:.1%}-{s['harm_ci'][1]:.1%} | {s['se_median']:.4f} | "
                          + " | ".join(f"{q[k]:+.4f}" for k in ("q05", "q25", "q50", "q75", "q95")) + " |")
-    lines += ["", f"    {result['command']}", ""]
+    lines += ["", f"Declared sigma per model (`declared_sigma`: most improving directions among sigmas harming at most "
+              f"{MAX_HARM:.0%}, ties to the larger): "
+              + ", ".join(f"{m['model']} {declared_sigma(m['sigmas']):g}" for m in result["models"]) + ".",
+              "", f"    {result['command']}", ""]
     return "\n".join(lines)
 
 

@@ -65,3 +65,16 @@ def test_tiny_end_to_end_and_sigma_zero_finds_nothing(tmp_path):
     assert zero["improve"] == 0 and zero["harm"] == 0 and zero["deltas"] == [0.0] * 4 and zero["ses"] == [0.0] * 4
     assert big["n"] == 4 and len(big["deltas"]) == 4 and 0 <= big["improve_frac"] <= 1
     assert "| zoo-100k |" in (out / "density.md").read_text()
+
+
+def test_declared_sigma_rule():
+    """Most improving among sigmas harming <= 25%; ties (none improving too) to the larger sigma."""
+    from harness.density import declared_sigma
+
+    def row(sigma, improve, harm, n=64):
+        return {"sigma": sigma, "improve": improve, "harm_frac": harm / n}
+    # the old ladder-750k row: nothing improves, 1e-2 harms 39/64: the largest safe sigma, 3e-3
+    assert declared_sigma({"a": row(1e-3, 0, 0), "b": row(3e-3, 0, 6), "c": row(1e-2, 0, 39)}) == 3e-3
+    # improving directions win over size, but only among safe sigmas
+    assert declared_sigma({"a": row(1e-3, 2, 0), "b": row(3e-3, 1, 3), "c": row(1e-2, 9, 30)}) == 1e-3
+    assert declared_sigma({"a": row(1e-3, 0, 20), "b": row(3e-3, 0, 40)}) == 1e-3  # all harmful: the smallest
