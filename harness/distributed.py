@@ -107,23 +107,26 @@ def refuse_single_process(method: str) -> None:
                                "plain `python -m harness` (accelerate/torchrun are for method=grpo and method=ppo)")
 
 
-def check_launch(device_type: str, engine: str) -> None:
+def check_launch(device_type: str, engine: str, curves: bool = False) -> None:
     """Refuse process layouts that cannot work, before any model is built (one line each).
 
     Args:
         device_type: "cuda" or "cpu", the device the run trains on.
         engine: the generation engine's name ("hf" or "vllm").
+        curves: learning curves are on (eval.every_flops_fraction): rank 0 evaluates mid-run alone.
     """
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size()))
     if device_type == "cuda" and local > torch.cuda.device_count():
         raise DistributedError(f"{local} processes per node but this node has {torch.cuda.device_count()} GPU(s); "
                                f"launch with --num_processes {torch.cuda.device_count()} (accelerate) or "
                                f"--nproc-per-node {torch.cuda.device_count()} (torchrun)")
-    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() in ("1", "true")
-    if fsdp and engine == "vllm" and (world_size() == 1 or (device_type == "cuda" and torch.cuda.device_count() == 1)):
+    if using_fsdp() and engine == "vllm" and (world_size() == 1 or (device_type == "cuda" and torch.cuda.device_count() == 1)):
         raise DistributedError("FSDP with engine=vllm (colocate) on one GPU: FSDP shards nothing there and vLLM needs "
                                "its own memory share beside the full model; use conf/accelerate/fsdp.yaml on several "
                                "GPUs, or engine=hf, or plain `python -m harness` with ddp/no accelerate")
+    if using_fsdp() and curves and world_size() > 1:  # a forward on rank 0's shard alone waits for the others forever
+        raise DistributedError("learning curves (eval.every_flops_fraction) evaluate on rank 0 alone mid-run, which "
+                               "FSDP's sharded weights cannot do; set eval.every_flops_fraction=null under FSDP")
 
 
 def local_device() -> None:

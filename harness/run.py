@@ -114,7 +114,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         refuse_single_process(method.name)
     else:  # rl: a multi-process layout that cannot work fails now; each rank pins its own GPU
         check_launch("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu",
-                     cfg.engine.name)
+                     cfg.engine.name, curves=bool(cfg.eval.get("every_flops_fraction")))
         local_device()
     identity = {"model": cfg.model.name_or_path, "method": method.name, "trains": method.trains,
                 "task": cfg.task._target_, "seed": cfg.seed, "torch_threads": cfg.threads, "grid": cfg.get("grid"),

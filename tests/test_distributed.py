@@ -71,6 +71,12 @@ def test_more_processes_than_gpus_and_fsdp_vllm_on_one_gpu_fail(rank1_of_2, monk
     with pytest.raises(DistributedError, match="FSDP with engine=vllm"):
         check_launch("cuda", "vllm")
     check_launch("cuda", "hf")  # FSDP with HF generation is fine
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(DistributedError, match="every_flops_fraction=null under FSDP"):
+        check_launch("cuda", "hf", curves=True)
+    check_launch("cuda", "hf", curves=False)
 
 
 @pytest.mark.slow  # a CLI subprocess: ~10 s idle, 40 s on a busy machine
