@@ -175,8 +175,10 @@ def trained_model(accelerator, prepared, part: str | None = None):
     module = getattr(module, part) if part else module
     if not using_fsdp():
         return module
-    state = accelerator.get_state_dict(prepared)  # full weights on rank 0, nothing elsewhere
-    return full_model_from_state(module.config, state, part) if is_main_process() else module
+    state = accelerator.get_state_dict(prepared)  # full weights on rank 0's CPU, nothing elsewhere
+    if not is_main_process():
+        return module
+    return full_model_from_state(module.config, state, part).to(accelerator.device)  # rank 0 evaluates on its GPU
 
 
 def full_model_from_state(config, state: dict, part: str | None = None):
