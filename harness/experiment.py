@@ -13,6 +13,7 @@ overrides, and gets an index in a fixed order (model, then cell/grid point, then
     python -m harness experiment=X +dry_run=true     # list every run with its index and overrides
     python -m harness experiment=X                   # run them all in turn, then write the tables
     python -m harness experiment=X stamp=S +run_index=7        # run one (e.g. one cluster job)
+                                                               # (tables each time; analysis from the last job)
     python -m harness.launch experiment=X stamp=S launcher=submitit_slurm   # one cluster job per run
 
 Records go to runs/<group>/<stamp>/<model>/<label>/seed<k>/record.json, next to experiment.json
@@ -208,6 +209,20 @@ def print_plan(cfg: DictConfig, runs: list[PlannedRun]) -> None:
           f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
 
 
+def unfinished(root: Path, runs: list[PlannedRun]) -> int:
+    """How many planned runs have no record yet or one still running (a killed run reads interrupted).
+
+    Each job writes its own record before it counts, so of jobs ending together the last to count
+    sees every run finished: the analysis runs at least once, from a job at the end.
+    """
+    def finished(r: PlannedRun) -> bool:
+        try:
+            return read_record(root / r.key / RECORD_NAME).effective_status != "running"
+        except (OSError, ValueError, TypeError):
+            return False
+    return sum(not finished(r) for r in runs)
+
+
 def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
     """What training did to each model (harness/analysis/), into the tables folder; never fails the experiment."""
     try:
@@ -266,7 +281,12 @@ def run_experiment(cfg: DictConfig) -> int:
     write_report(root, out)
     print((out / "table.md").read_text())
     print(f"records: {root}\ntables: {out}/")
-    analyse_experiment(root, out, cfg)
+    waiting = unfinished(root, runs) if cfg.get("run_index") is not None else 0
+    if waiting:  # one job of a fan-out: analysing every finished run in every job would be quadratic
+        print(f"analysis: left to the experiment's last job ({waiting} of {len(runs)} runs not finished); "
+              f"now: python -m harness.analyze {out}", flush=True)
+    else:
+        analyse_experiment(root, out, cfg)
     for r, e in failed:
         print(f"FAILED run {r.index} ({r.model or ''} {r.label} seed={r.seed}): {type(e).__name__}: {e}",
               file=sys.stderr)

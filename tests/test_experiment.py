@@ -59,6 +59,8 @@ def test_smoke_experiment_end_to_end(tmp_path):
     assert len(folders) == 1, folders
     root = folders[0]
     assert len(list(root.rglob("record.json"))) == 2
+    assert "analysis: left to the experiment's last job (5 of 7 runs not finished)" in r.stdout
+    assert not (tmp_path / "outputs" / "smoke" / "analysis.md").exists()
     # 2. the whole experiment with that stamp: the two done runs are skipped, the other five run
     r = harness("experiment=smoke", f"stamp={root.name}", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -89,3 +91,26 @@ def test_launch_fans_out_one_job_per_planned_run():
     assert cmd[-1] == "+run_index=range(0,36)" and cmd[2:4] == ["harness", "-m"]
     with pytest.raises(SystemExit, match="stamp"):
         command(["experiment=sigma_sweep"])
+
+
+def test_an_indexed_job_leaves_the_analysis_to_the_last_one(tmp_path):
+    # analysing every finished run in every fanned-out job would be quadratic in the runs
+    import subprocess as sp
+    from harness.experiment import unfinished
+    from harness.records import PlannedRun, new_record, write_record
+    runs = [PlannedRun(index=i, model="m", seed=0, cell="c", column="c", label="c", grid=None, key=f"m/c/seed{i}")
+            for i in range(4)]
+    dead = sp.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for i, (status, pid) in enumerate([("ok", None), ("failed", None), ("running", os.getpid())]):
+        rec = new_record()
+        rec.status, rec.pid = status, pid or rec.pid
+        write_record(tmp_path / runs[i].key, rec)
+    assert unfinished(tmp_path, runs) == 2          # run 2 is still running, run 3 has no record yet
+    rec = new_record()
+    rec.pid = dead.pid                                # a killed run reads interrupted: finished, never waited on
+    write_record(tmp_path / runs[3].key, rec)
+    rec = new_record()
+    rec.status = "ok"
+    write_record(tmp_path / runs[2].key, rec)
+    assert unfinished(tmp_path, runs) == 0
