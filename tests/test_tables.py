@@ -239,3 +239,19 @@ def test_heldout_numbers_printed_beside_published():
             Record(status="ok", model_key="q", column="ES", heldout={"cd": {"metrics": {"pass@1": m(0.12)}}})]
     md = heldout_paper_markdown(recs, {"cd": {"q": {"ES": [8.8], "GRPO": [8.5]}}}, metrics=("pass@1",))
     assert "| q | ES | 11.0 (8.8, +2.2) |" in md and "| q | GRPO | - (paper 8.5) |" in md
+
+
+def test_curves_get_a_validation_row_only_when_validation_was_measured(tmp_path):
+    import matplotlib.image as mpimg
+    import pandas as pd
+
+    from harness.reporting.curves import curves_plot
+
+    train = [[{"flops": 1e9 * i, "reward_mean": 0.1 * i} for i in range(1, 6)]]
+    row = {"model": "m", "label": "ES", "status": "ok", "trains": True, "val": 0.2, "train_curves": train}
+    heights = {}
+    for name, val in (("without", []), ("with", [[{"flops": 2e9, "greedy_acc": 0.2}, {"flops": 5e9, "greedy_acc": 0.3}]])):
+        path = tmp_path / f"{name}.png"
+        assert curves_plot(pd.DataFrame([{**row, "val_curves": val}]), path)
+        heights[name] = mpimg.imread(path).shape[0]
+    assert heights["without"] < 0.7 * heights["with"]  # one row of panels, not an empty second one

@@ -2,7 +2,7 @@
 
 One column per model; the top panel is the mean train reward of each step (the population's for ES,
 the group's for GRPO, the rollouts' for PPO; a trailing mean over a tenth of the run's steps), the bottom one validation greedy accuracy measured at
-fixed fractions of the budget (`eval.every_flops_fraction`). One line per main row (each grid's
+fixed fractions of the budget (`eval.every_flops_fraction`; without it the figure has the top row only). One line per main row (each grid's
 chosen point only), the mean over seeds, with the seeds' min-max as a band. An untrained row is a
 dotted level line at its validation score.
 """
@@ -73,19 +73,25 @@ def curves_plot(main: pd.DataFrame, path: Path, title: str = "") -> bool:
     if not has.any():
         return False
     models = list(dict.fromkeys(main["model"]))
-    fig, axes = plt.subplots(2, len(models), figsize=(5.0 * len(models), 6.4), squeeze=False, sharex="col")
+    # an experiment without validation during training (no eval_every) gets no empty bottom row
+    has_val = "val_curves" in main and main["val_curves"].apply(lambda c: isinstance(c, list) and bool(c)).any()
+    fig, axes = plt.subplots(2 if has_val else 1, len(models), figsize=(5.0 * len(models), 6.4 if has_val else 3.8),
+                             squeeze=False, sharex="col")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, model in enumerate(models):
-        top, bottom = axes[0][j], axes[1][j]
+        top = axes[0][j]
+        bottom = axes[1][j] if has_val else None
         rows = main[(main["model"] == model) & (main["status"] == "ok")]
         for i, (_, r) in enumerate(rows.iterrows()):
             c = colors[i % len(colors)]
             if not r.get("trains", True):
-                if not (isinstance(r.get("val"), float) and math.isnan(r["val"])) and r.get("val") is not None:
+                if bottom is not None and not (isinstance(r.get("val"), float) and math.isnan(r["val"])) and r.get("val") is not None:
                     bottom.axhline(100 * r["val"], color=c, ls=":", lw=1, label=f"{_name(r)} (untrained)")
                 continue
-            for ax, curves, key, scale, smooth in ((top, r.get("train_curves"), "reward_mean", 1.0, SMOOTH_SHARE),
-                                                   (bottom, r.get("val_curves"), VAL_METRIC, 100.0, 1)):
+            panels = [(top, r.get("train_curves"), "reward_mean", 1.0, SMOOTH_SHARE)]
+            if bottom is not None:
+                panels.append((bottom, r.get("val_curves"), VAL_METRIC, 100.0, 1))
+            for ax, curves, key, scale, smooth in panels:
                 band = seed_band(curves if isinstance(curves, list) else [], key, scale, smooth)
                 if band is None:
                     continue
@@ -94,10 +100,11 @@ def curves_plot(main: pd.DataFrame, path: Path, title: str = "") -> bool:
                 if (hi > lo).any():
                     ax.fill_between(x, lo, hi, color=c, alpha=0.15)
         top.set_title(str(model), fontsize=9)
-        top.set_ylabel(f"train reward (trailing mean over 1/{SMOOTH_SHARE} of the steps)")
-        bottom.set_ylabel(f"validation {VAL_METRIC} (%)")
-        bottom.set_xlabel("training FLOPs")
-        for ax in (top, bottom):
+        top.set_ylabel(f"train reward\n(trailing mean, 1/{SMOOTH_SHARE} of the steps)")
+        if bottom is not None:
+            bottom.set_ylabel(f"validation {VAL_METRIC} (%)")
+        (bottom or top).set_xlabel("training FLOPs")
+        for ax in [a for a in (top, bottom) if a is not None]:
             ax.grid(alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=6)
