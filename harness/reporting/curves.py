@@ -1,10 +1,11 @@
 """Learning curves: train reward and validation accuracy against FLOPs spent, every method on one axis.
 
-One column per model; the top panel is the mean train reward of each step (the population's for ES,
-the group's for GRPO, the rollouts' for PPO; a trailing mean over a tenth of the run's steps), the bottom one validation greedy accuracy measured at
-fixed fractions of the budget (`eval.every_flops_fraction`; without it the figure has the top row only). One line per main row (each grid's
-chosen point only), the mean over seeds, with the seeds' min-max as a band. An untrained row is a
-dotted level line at its validation score.
+One column per model; the top panel is the mean train reward of each step (the population's for
+ES, the group's for GRPO, the rollouts' for PPO; a trailing mean over a tenth of the run's steps),
+the bottom one validation greedy accuracy measured at fixed fractions of the budget
+(`eval.every_flops_fraction`; without it the figure has the top row only). One line per main row
+(each grid's chosen point only), the mean over seeds, with the seeds' min-max as a band. An
+untrained row is a dotted level line at its validation score.
 """
 from __future__ import annotations
 
