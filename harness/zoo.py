@@ -53,8 +53,8 @@ class ZooSpec:
 # far above it: headroom for RL and ES to find, as the paper's Qwen2.5-3B starts at 10%. Accuracy
 # rises over the lower three sizes and is level from 0.3M up (a first 400-step ladder to 3.7M was
 # level from 0.75M; 3x the steps did not separate the top, and neither did mix4=0.5: 0.3M/0.75M/1.5M
-# at 25.2/23.4/24.0% greedy). The three zoo-* models above are trained to near capacity on 3-number problems and stay as
-# they are: the quickstart and the CPU twins use them.
+# at 25.2/23.4/24.0% greedy). The three zoo-* models above are trained to near capacity on 3-number
+# problems and stay as they are: the quickstart and the CPU twins use them.
 LADDER_RECIPE = dict(steps=1200, lr=2e-3, batch=128, mix4=0.25, card_numbers=4, save_dtype="bfloat16")
 LADDER = {
     "ladder-40k": ZooSpec(hidden=40, layers=2, heads=4, kv_heads=2, intermediate=112, **LADDER_RECIPE),
