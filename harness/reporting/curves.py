@@ -66,46 +66,48 @@ def _name(row: pd.Series) -> str:
     return short if isinstance(short, str) else str(row["label"])
 
 
+def _has_curves(main: pd.DataFrame, column: str) -> bool:
+    return column in main and bool(main[column].apply(lambda c: isinstance(c, list) and bool(c)).any())
+
+
 def curves_plot(main: pd.DataFrame, path: Path, title: str = "") -> bool:
     """Write the figure; False (and no file) when no row has a curve yet."""
-    if main.empty or "train_curves" not in main:
-        return False
-    has = main["train_curves"].apply(lambda c: isinstance(c, list) and bool(c))
-    if not has.any():
+    if main.empty or not _has_curves(main, "train_curves"):
         return False
     models = list(dict.fromkeys(main["model"]))
-    # an experiment without validation during training (no eval_every) gets no empty bottom row
-    has_val = "val_curves" in main and main["val_curves"].apply(lambda c: isinstance(c, list) and bool(c)).any()
-    fig, axes = plt.subplots(2 if has_val else 1, len(models), figsize=(5.0 * len(models), 6.4 if has_val else 3.8),
+    # one row per panel: (curves column, key, scale, smoothing); no empty validation row when an
+    # experiment measured none during training
+    panels = [("train_curves", "reward_mean", 1.0, SMOOTH_SHARE)]
+    if _has_curves(main, "val_curves"):
+        panels.append(("val_curves", VAL_METRIC, 100.0, 1))
+    fig, axes = plt.subplots(len(panels), len(models), figsize=(5.0 * len(models), 3.8 if len(panels) == 1 else 6.4),
                              squeeze=False, sharex="col")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, model in enumerate(models):
-        top = axes[0][j]
-        bottom = axes[1][j] if has_val else None
+        column = [axes[k][j] for k in range(len(panels))]
+        val_ax = column[1] if len(panels) > 1 else None
         rows = main[(main["model"] == model) & (main["status"] == "ok")]
         for i, (_, r) in enumerate(rows.iterrows()):
             c = colors[i % len(colors)]
             if not r.get("trains", True):
-                if bottom is not None and not (isinstance(r.get("val"), float) and math.isnan(r["val"])) and r.get("val") is not None:
-                    bottom.axhline(100 * r["val"], color=c, ls=":", lw=1, label=f"{_name(r)} (untrained)")
+                if val_ax is not None and not (isinstance(r.get("val"), float) and math.isnan(r["val"])) and r.get("val") is not None:
+                    val_ax.axhline(100 * r["val"], color=c, ls=":", lw=1, label=f"{_name(r)} (untrained)")
                 continue
-            panels = [(top, r.get("train_curves"), "reward_mean", 1.0, SMOOTH_SHARE)]
-            if bottom is not None:
-                panels.append((bottom, r.get("val_curves"), VAL_METRIC, 100.0, 1))
-            for ax, curves, key, scale, smooth in panels:
+            for ax, (col, key, scale, smooth) in zip(column, panels):
+                curves = r.get(col)
                 band = seed_band(curves if isinstance(curves, list) else [], key, scale, smooth)
                 if band is None:
                     continue
                 x, mean, lo, hi = band
-                ax.plot(x, mean, color=c, lw=1.2, marker="o" if ax is bottom else None, ms=3, label=_name(r))
+                ax.plot(x, mean, color=c, lw=1.2, marker="o" if ax is val_ax else None, ms=3, label=_name(r))
                 if (hi > lo).any():
                     ax.fill_between(x, lo, hi, color=c, alpha=0.15)
-        top.set_title(str(model), fontsize=9)
-        top.set_ylabel(f"train reward\n(trailing mean, 1/{SMOOTH_SHARE} of the steps)")
-        if bottom is not None:
-            bottom.set_ylabel(f"validation {VAL_METRIC} (%)")
-        (bottom or top).set_xlabel("training FLOPs")
-        for ax in [a for a in (top, bottom) if a is not None]:
+        column[0].set_title(str(model), fontsize=9)
+        column[0].set_ylabel(f"train reward\n(trailing mean, 1/{SMOOTH_SHARE} of the steps)")
+        if val_ax is not None:
+            val_ax.set_ylabel(f"validation {VAL_METRIC} (%)")
+        column[-1].set_xlabel("training FLOPs")
+        for ax in column:
             ax.grid(alpha=0.3)
             if ax.lines:
                 ax.legend(fontsize=6)
