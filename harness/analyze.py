@@ -4,9 +4,11 @@
     python -m harness.analyze runs/quickstart/<stamp>     # a records folder
     python -m harness.analyze runs/adhoc/<run>            # one run
     python -m harness.analyze results/quickstart --sparsity-prompts 0     # cheap parts only
+    python -m harness.analyze runs/quickstart/<stamp> --out results/quickstart   # refresh the curated copy
 
 Writes analysis.md, analysis.json, drift.png, localisation.png, sparsity.png and entropy.png into
-the folder (harness/analysis/report.py). Settings default to conf/config.yaml's `analysis:` block.
+outputs/<group>/ unless --out names a folder (harness/analysis/report.py); no records: exit 2 and
+nothing written. Settings default to conf/config.yaml's `analysis:` block.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from harness.schema import CONF_DIR, ConfigError
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.analyze", description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path, help="results/<group>, runs/<group>/<stamp> or one run folder")
-    ap.add_argument("--out", type=Path, help="output folder (default: the folder given)")
+    ap.add_argument("--out", type=Path, help="output folder (default: outputs/<group>)")
     ap.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where records live (default: runs)")
     ap.add_argument("--sparsity-prompts", type=int, help="test prompts per sparsity re-evaluation (0: skip it)")
     ap.add_argument("--sparsity-samples", type=int, help="samples per prompt for pass@1 (0: greedy only)")

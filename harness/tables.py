@@ -1,7 +1,12 @@
 """Rebuild tables and plots from run records: the command line over harness/reporting/.
 
-    python -m harness.tables runs/quickstart/<stamp> --out results/quickstart   # an experiment
-    python -m harness.tables runs/adhoc --out outputs/adhoc                     # a folder of single runs
+    python -m harness.tables runs/quickstart/<stamp>                         # -> outputs/quickstart/
+    python -m harness.tables runs/quickstart/<stamp> --out results/quickstart  # refresh the curated copy
+    python -m harness.tables runs/adhoc                                        # a folder of single runs
+
+Tables go to outputs/<group>/ unless --out names a folder: the curated results/ are rewritten only
+when asked, by name. A folder with no records is an error (exit 2, one line) and writes nothing,
+so a mistyped path (results/quickstart holds tables, not records) cannot replace a good table.
 
 An experiment folder has an experiment.json (its plan: runs with no record are marked MISSING);
 a folder of single runs has none, and each run is then a cell of its own. Both go through the
@@ -13,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
-from harness.reporting.report import write_report
+from harness.reporting.report import NoRecords, output_name, write_report
 
 log = logging.getLogger("esbench")
 
@@ -31,10 +37,10 @@ def rebuild(records: Path, out: Path, select_by: str | None = None, title: str |
     return (Path(out) / "table.md").read_text()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.tables", description="Rebuild tables from run records.")
     ap.add_argument("records", type=Path, help="a records folder: runs/<group>/<stamp> or a folder of single runs")
-    ap.add_argument("--out", type=Path, help="output folder (default: the records folder)")
+    ap.add_argument("--out", type=Path, help="output folder (default: outputs/<group>)")
     ap.add_argument("--title", default=None, help="table title (default: the experiment's group)")
     ap.add_argument("--select-by", default=None, help="validation metric that chooses grid points "
                     "(default: the experiment's select_by, else greedy_acc)")
@@ -43,8 +49,15 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     if not args.records.is_dir():
         ap.error(f"{args.records} is not a folder; pass runs/<group>/<stamp> (see `ls runs/`)")
-    print(rebuild(args.records, args.out or args.records, args.select_by, args.title))
+    out = args.out or Path("outputs") / output_name(args.records)
+    try:
+        print(rebuild(args.records, out, args.select_by, args.title))
+    except NoRecords as e:
+        print(f"esbench: error: {e}", file=sys.stderr)
+        return 2
+    print(f"tables: {out}/", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -192,7 +192,8 @@ def test_summary_prints_paper_numbers_with_the_difference(tmp_path):
     synthetic_experiment(tmp_path, paper={"m1": {"base": 0.1, "ES": 14.4, "GRPO": 30.9}, "m2": {"ES": 60.5}})
     write_report(tmp_path, tmp_path / "out")
     summary = (tmp_path / "out" / "summary.md").read_text()
-    assert "| m1 | 20.0 (0.1, +19.9) | 40.0* (14.4, +25.6) | 50.0 (30.9, +19.1) |" in summary
+    # GRPO's second point never ran: its chosen point is starred too (the choice saw half the grid)
+    assert "| m1 | 20.0 (0.1, +19.9) | 40.0* (14.4, +25.6) | 50.0* (30.9, +19.1) |" in summary
     assert "MISSING (paper 60.5)" in summary
     assert "## Summary" in (tmp_path / "out" / "table.md").read_text()
 
@@ -255,3 +256,92 @@ def test_curves_get_a_validation_row_only_when_validation_was_measured(tmp_path)
         assert curves_plot(pd.DataFrame([{**row, "val_curves": val}]), path)
         heights[name] = mpimg.imread(path).shape[0]
     assert heights["without"] < 0.7 * heights["with"]  # one row of panels, not an empty second one
+
+
+# ---- tools never overwrite committed work (issue 20) ----
+def test_files_are_written_with_the_umask_not_private(tmp_path):
+    import os
+    import stat
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "a.json", {"a": 1})
+        os.umask(0o027)
+        write_json_atomic(tmp_path / "b.json", {"b": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o640
+
+
+def test_tables_of_a_folder_without_records_fail_and_write_nothing(tmp_path, monkeypatch, capsys):
+    from harness.tables import main
+    curated = tmp_path / "results" / "quickstart"   # a tables folder: tables, no records
+    curated.mkdir(parents=True)
+    (curated / "table.md").write_text("the committed table\n")
+    monkeypatch.chdir(tmp_path)
+    assert main([str(curated)]) == 2
+    assert main([str(curated), "--out", str(curated)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("esbench: error: no run records under") == 2 and "Traceback" not in err
+    assert (curated / "table.md").read_text() == "the committed table\n"
+    assert [p.name for p in curated.iterdir()] == ["table.md"] and not (tmp_path / "outputs").exists()
+
+
+def test_tables_go_to_outputs_by_default(tmp_path, monkeypatch):
+    from harness.tables import main
+    root = tmp_path / "runs" / "syn" / "s"
+    synthetic_experiment(root)
+    monkeypatch.chdir(tmp_path)
+    assert main([str(root)]) == 0
+    assert (tmp_path / "outputs" / "syn" / "table.md").is_file()   # the plan's group names the folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs", "runs"]
+
+
+def test_versions_json_counts_what_made_the_records(tmp_path):
+    from harness.reporting.provenance import mixed_warning, provenance
+    for i, (sha, tf) in enumerate((("aaa", "5.24.0"), ("aaa", "5.24.0"), ("bbb", "5.2.0"))):
+        write_record(tmp_path / str(i), {**record(f"ES{i}", 0.4), "git_sha": sha,
+                                         "versions": {"torch": "2.13.0", "transformers": tf}})
+    write_report(tmp_path, tmp_path / "out")
+    v = json.loads((tmp_path / "out" / "versions.json").read_text())
+    assert v["runs"] == 3 and v["git_sha"] == {"aaa": 2, "bbb": 1}
+    assert v["versions"]["torch"] == {"2.13.0": 3} and v["versions"]["transformers"] == {"5.2.0": 1, "5.24.0": 2}
+    assert v["mixed"] == ["git_sha", "versions.transformers"]
+    assert v["cpu"]["model"] == {"unknown": 3}   # records from before the field: counted, never dropped
+    # the CPU and torch's kernel choice, where records carry them
+    recs = [Record(git_sha="aaa"), Record(git_sha="aaa")]
+    recs[0].cpu = {"model": "AMD EPYC 9R14", "capability": "AVX512"}
+    recs[1].cpu = {"model": "AMD EPYC 9R14", "capability": "AVX2"}
+    p = provenance(recs)
+    assert p["cpu"] == {"model": {"AMD EPYC 9R14": 2}, "capability": {"AVX2": 1, "AVX512": 1}}
+    assert p["mixed"] == ["cpu.capability"] and "AVX2 (1 runs)" in mixed_warning(p)
+
+
+def test_a_partly_interrupted_grid_point_is_marked_in_every_table(tmp_path):
+    runs = [planned(0, "m", "base", 0, method="base"),
+            *[planned(1 + i, "m", f"GRPO lr={lr}", s, grid="GRPO", method="grpo")
+              for i, (lr, s) in enumerate([(1, 0), (1, 1), (2, 0), (2, 1)])]]
+    write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs})
+    write_run(tmp_path, runs[0], record("base", 0.2, method="base"))
+    for r, val in zip(runs[1:4], (0.6, 0.6, 0.3)):
+        write_run(tmp_path, r, record(r["label"], test=0.4, val=val, grid="GRPO", method="grpo"))
+    write_run(tmp_path, runs[4], record(runs[4]["label"], 0.0, grid="GRPO", method="grpo", status="interrupted"))
+    write_report(tmp_path, tmp_path / "out")
+    table = (tmp_path / "out" / "table.md").read_text()
+    row = next(line for line in table.splitlines() if "best of 2" in line)
+    assert "1 points with fewer seeds than planned" in row and "| 2/2 (grid 3/4*, 1 INTERRUPTED) |" in row
+    assert "40.0 [40.0, 40.0]*" in row and "on an RL grid row, runs of any point of its grid" in table
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "| m | 20.0 | 40.0* |" in summary and "of any point of its grid" in summary
+    assert "| 1/2, 1 INTERRUPTED |" in (tmp_path / "out" / "grid.md").read_text()
+
+
+def test_task_notes_are_listed_under_the_tables(tmp_path):
+    notes = {"notes": ["4 test rows are degenerate (all tests expect one value): scored separately"]}
+    write_record(tmp_path / "a", {**record("base", 0.2, method="base"), "task": "tasks.mbpp.MBPP", "task_info": notes})
+    write_record(tmp_path / "b", {**record("ES", 0.4), "task": "tasks.mbpp.MBPP", "task_info": notes})
+    write_report(tmp_path, tmp_path / "out")
+    line = "- MBPP: 4 test rows are degenerate (all tests expect one value): scored separately"
+    for name in ("table.md", "summary.md"):
+        text = (tmp_path / "out" / name).read_text()
+        assert "## Task notes" in text and text.count(line) == 1   # distinct notes, once

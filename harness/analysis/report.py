@@ -24,6 +24,7 @@ from harness.analysis.update import UpdateError, base_hash, check_base, deltas, 
 from harness.atomic import write_json_atomic, write_text_atomic
 from harness.policy import load_policy
 from harness.records import RECORD_NAME, read_manifest, read_records
+from harness.reporting.report import output_name
 
 log = logging.getLogger("esbench")
 
@@ -46,23 +47,24 @@ class RunSkipped(Exception):
 
 
 def resolve(target: Path, runs_dir: Path = Path("runs")) -> tuple[Path, Path]:
-    """(records folder, output folder) for a run folder, a records folder, or a tables folder.
+    """(records folder, default output folder) for a run folder, a records folder, or a tables folder.
 
     A tables folder (results/<group>, outputs/<group>) holds no records: its records are the newest
-    experiment folder under runs/<group>/.
+    experiment folder under runs/<group>/. The output is outputs/<group>/ whatever was given: the
+    curated results/ are rewritten only when --out names them.
     """
     target = Path(target)
     if not target.is_dir():
         raise UpdateError(f"{target} is not a folder; pass results/<group>, runs/<group>/<stamp> or a run folder")
     if (target / RECORD_NAME).is_file() or any(target.rglob(RECORD_NAME)):
-        return target, target
+        return target, Path("outputs") / output_name(target)
     group = runs_dir / target.name
     stamps = sorted((p for p in group.glob("*") if (p / "experiment.json").is_file()), key=lambda p: p.stat().st_mtime) \
         if group.is_dir() else []
     if not stamps:
         raise UpdateError(f"{target} holds no run records and {group}/ has no experiment; pass the records folder "
                           f"(runs/<group>/<stamp>) or --runs-dir")
-    return stamps[-1], target
+    return stamps[-1], Path("outputs") / output_name(stamps[-1])
 
 
 def run_name(r) -> str:
@@ -122,6 +124,9 @@ def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) ->
 
     cfg = cfg or AnalysisConfig()
     records, warnings = read_records(records_root)
+    if not records:  # nothing to analyse: an empty analysis must not replace a good one
+        raise UpdateError(f"no run records under {records_root}; pass runs/<group>/<stamp> or a run folder "
+                          "(nothing was written)")
     manifest = read_manifest(records_root)
     bases, runs, skipped, not_ok = Bases(), [], [], []
     for r in records:

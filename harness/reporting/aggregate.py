@@ -8,7 +8,9 @@ Three frames, each built from the one before, none formatted (harness/reporting/
           seeds the interval is a 95% Student-t interval over seeds; with one run it is that run's
           bootstrap 95% CI over prompts (the `interval` column says which);
 - main:   per model, every fixed cell point, and per RL grid the point with the best *validation*
-          mean over seeds of `select_by` (test is never looked at to choose).
+          mean over seeds of `select_by` (test is never looked at to choose); a grid's row also
+          counts the runs of the whole grid (grid_ok, grid_planned, grid_<status>), so a choice made
+          over a partly failed or interrupted grid is marked like a row with a missing seed.
 
     python -m pytest tests/test_tables.py -q
 """
@@ -171,9 +173,15 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         points.loc[best, "chosen"] = True
         row = points.loc[best].copy()
         row["point_label"] = row["label"]  # short name for plot legends
-        shortfall = "" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING"
+        partial = int(((g["n_ok"] > 0) & (g["n_ok"] < g["n_planned"])).sum())
+        shortfall = ("" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING") + \
+            (f"; {partial} points with fewer seeds than planned" if partial else "")
         row["label"] = f"{row['label']} (best of {len(g)} on validation{shortfall})"
         row["column"] = cell
+        # The choice saw only the grid's successful runs: a seed interrupted on another point marks this row too.
+        row["grid_ok"], row["grid_planned"] = int(g["n_ok"].sum()), int(g["n_planned"].sum())
+        for s in NOT_OK:
+            row[f"grid_{s}"] = int(g[f"n_{s}"].sum())
         main.append(row)
     return pd.DataFrame(main).reset_index(drop=True), points
 

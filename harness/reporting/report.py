@@ -8,9 +8,14 @@ Writes into the output folder:
                          experiment file each cell reads "measured (paper, Δ)"
   grid.md / grid.csv     every grid point (validation score used to choose, test scores)
   runs.csv               every planned run with its status (ok | failed | interrupted | running | missing)
+  versions.json          what made the records: git shas, package versions, CPU model and torch's CPU
+                         capability, each value with its run count (harness/reporting/provenance.py)
   passk.png              pass@k curves of the main rows, one panel per model
   curves.png             train reward and validation accuracy against FLOPs (learning curves)
   <axis>.md / .png       with `axis_plot:` (e.g. the sigma sweep): metric versus the axis per model
+
+Task notes (a record's task_info["notes"], e.g. MBPP's degenerate rows) are listed under the
+tables of table.md and summary.md. A folder with no records raises NoRecords and writes nothing.
 
     python -m harness.tables runs/<group>/<stamp> --out results/<group>
 """
@@ -21,21 +26,35 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_text_atomic
-from harness.records import Manifest
+from harness.atomic import write_json_atomic, write_text_atomic
+from harness.records import Manifest, Record, read_manifest, read_records
 from harness.reporting.aggregate import NOT_OK, aggregate, metric_names
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
 from harness.reporting.format import isnan
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
 from harness.reporting.plots import axis_plot, passk_panels
+from harness.reporting.provenance import mixed_warning, provenance
 
 BUDGET_TOLERANCE = 0.10
 NOTE = ("Accuracy-type metrics in %. A row with two or more successful seeds shows the mean over seeds "
         "[95% Student-t interval over seeds]; a row with one run shows that run's mean over test prompts "
         "[bootstrap 95% CI over prompts]. `*` = some planned runs of the row FAILED, were INTERRUPTED or are "
-        "MISSING (see 'runs ok'); the number is over the runs that succeeded. Budget `!` = a run ended more than "
+        "MISSING (see 'runs ok'; on an RL grid row, runs of any point of its grid: the choice saw only the runs "
+        "that succeeded); the number is over the runs that succeeded. Budget `!` = a run ended more than "
         "10% away from its budget. RL grid rows are chosen on validation {select_by} (mean over seeds), never on test.")
+SUMMARY_STAR = ("`*` = some planned runs of the cell (on an RL column, of any point of its grid) FAILED, "
+                "were INTERRUPTED or are MISSING; table.md's 'runs ok' says which.")
+
+
+class NoRecords(ValueError):
+    """The folder holds no run records: nothing to tabulate (and nothing is written)."""
+
+
+def incomplete(row: pd.Series) -> bool:
+    """True when a planned run of the row, or of the RL grid its point was chosen from, did not succeed."""
+    grid_ok, grid_planned = row.get("grid_ok"), row.get("grid_planned")
+    return row["n_ok"] < row["n_planned"] or (not isnan(grid_ok) and grid_ok < grid_planned)
 
 
 def metric_cell(row: pd.Series, m: str) -> str:
@@ -45,14 +64,21 @@ def metric_cell(row: pd.Series, m: str) -> str:
     v = row.get(m)
     if isnan(v):
         return "-"
-    star = "*" if row["n_ok"] < row["n_planned"] else ""
+    star = "*" if incomplete(row) else ""
     return f"{fmt_value(v, m)} [{fmt_value(row[f'{m}_lo'], m)}, {fmt_value(row[f'{m}_hi'], m)}]{star}"
 
 
 def runs_ok(row: pd.Series) -> str:
+    """"2/2", "1/2, 1 FAILED"; a grid row chosen from a partial grid adds "(grid 3/4*, 1 INTERRUPTED)"."""
     parts = [f"{row['n_ok']}/{row['n_planned']}"]
     parts += [f"{row[f'n_{s}']} {s.upper()}" for s in NOT_OK if row.get(f"n_{s}")]
-    return ", ".join(parts)
+    text = ", ".join(parts)
+    grid_ok, grid_planned = row.get("grid_ok"), row.get("grid_planned")
+    if not isnan(grid_ok) and grid_ok < grid_planned:
+        grid = [f"grid {grid_ok:.0f}/{grid_planned:.0f}*"]
+        grid += [f"{row[f'grid_{s}']:.0f} {s.upper()}" for s in NOT_OK if row.get(f"grid_{s}")]
+        text += f" ({', '.join(grid)})"
+    return text
 
 
 def budget_cell(row: pd.Series) -> str:
@@ -128,6 +154,7 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
     cols = list(dict.fromkeys(main["column"]))
     models = list(dict.fromkeys(main["model"]))
     lines = ["| model | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    starred = False
     for model in models:
         cells = []
         for col in cols:
@@ -138,7 +165,8 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
                 continue
             r = hit.iloc[0]
             got = r["status"].upper() if r["status"] != "ok" else fmt_value(r.get(metric), metric)
-            star = "*" if r["status"] == "ok" and r["n_ok"] < r["n_planned"] else ""
+            star = "*" if r["status"] == "ok" and incomplete(r) else ""
+            starred = starred or bool(star)
             if pub is not None and r["status"] == "ok" and not isnan(r.get(metric)):
                 diff = (100 if is_percent(metric) else 1) * r[metric] - pub
                 cells.append(f"{got}{star} ({_fmt_pub(pub, metric)}, {diff:+.1f})" if is_percent(metric)
@@ -152,6 +180,8 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
                                                            if grids else "")
     if paper:
         text += " Each cell: measured (published, measured - published)."
+    if starred:
+        text += f" {SUMMARY_STAR}"
     return text + (f" {note}" if note else "") + "\n"
 
 
@@ -189,25 +219,57 @@ def _csv(df: pd.DataFrame, path: Path) -> None:
     write_text_atomic(path, df.drop(columns=drop).to_csv(index=False))
 
 
+def task_notes(records: list[Record]) -> str:
+    """The distinct notes the tasks left in their records (task_info["notes"]), as a markdown list."""
+    notes = {}
+    for rec in records:
+        task = (rec.task or "").rsplit(".", 1)[-1] or "task"
+        for n in (rec.task_info or {}).get("notes") or []:
+            notes.setdefault((task, str(n)), None)
+    if not notes:
+        return ""
+    return "\n## Task notes\n\n" + "".join(f"- {task}: {n}\n" for task, n in notes)
+
+
+def output_name(root: Path) -> str:
+    """The group whose tables these are (outputs/<name>/): the plan's group, else a record's, else the folder's name."""
+    man = read_manifest(root)
+    if man is not None and man.group:
+        return man.group
+    records, _ = read_records(root)
+    group = next((r.config.get("group") for r in records if isinstance(r.config, dict) and r.config.get("group")), None)
+    return str(group or Path(root).resolve().name)
+
+
 def write_report(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None) -> dict:
-    """Rebuild every table and plot of the experiment whose records are under `root`."""
+    """Rebuild every table and plot of the experiment whose records are under `root`.
+
+    Raises NoRecords (writing nothing) when `root` holds no readable record: an empty table must
+    never replace a good one.
+    """
     agg = aggregate(Path(root), select_by)
     man, main, points, runs = agg["manifest"] or Manifest(group=Path(root).name, stamp=""), agg["main"], agg["points"], agg["runs"]
     title = title or man.group
     out_dir = Path(out_dir)
-    if runs.empty:
-        write_text_atomic(out_dir / "table.md", f"# {title}\n\nNo records under {root} yet.\n")
-        return agg
+    if not agg["records"]:
+        unread = f" ({len(agg['warnings'])} unreadable: {agg['warnings'][0]})" if agg["warnings"] else ""
+        raise NoRecords(f"no run records under {root}{unread}; pass a records folder such as runs/<group>/<stamp> "
+                        "(see `ls runs/`); nothing was written")
     metrics, sel = metric_names(runs), agg["select_by"]
     note = NOTE.format(select_by=sel)
     wanted = man.summary_metrics or [man.summary_metric]
     paper = man.paper
     summary = "\n".join(summary_markdown(main, m, paper if i == 0 or _per_metric(paper) else None, man.paper_note)
                         for i, m in enumerate(wanted))
+    notes = task_notes(agg["records"])
     write_text_atomic(out_dir / "table.md", f"# {title}: test split\n\n{markdown(main, metrics)}\n{note}\n\n"
                                             f"## Summary\n\n{summary}" + heldout_markdown(agg["records"])
-                      + heldout_paper_markdown(agg["records"], man.paper_heldout))
-    write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}")
+                      + heldout_paper_markdown(agg["records"], man.paper_heldout) + notes)
+    write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}{notes}")
+    prov = provenance(agg["records"])
+    write_json_atomic(out_dir / "versions.json", prov)
+    if mixed_warning(prov):
+        agg["warnings"].append(mixed_warning(prov))
     grid = points[points["grid"].apply(lambda g: isinstance(g, str))]
     if not grid.empty:
         val = {f"validation {sel}": [("-" if isnan(v) else fmt_value(v, sel)) + (" ←" if c else "")
