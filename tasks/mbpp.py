@@ -6,6 +6,11 @@ in google-research mbpp/README.md: test 11-510 (500 tasks); train 601-974; valid
 README's training range is 511-1000; we carve its first 90 tasks out for validation, so "train" is
 smaller than the README's). Tasks 1-10 are the few-shot prompts and belong to no split.
 
+Degenerate rows: where one value passes every test (test 37, 203, 339; train 667, 674, 816, 899:
+all three tests expect the value the prompt shows), `def f(*a, **k): return <value>` scores 1. A
+survey of the data at load finds them (mbpp_judge.degenerate); `load` leaves them out of every
+split, so they are never trained on nor scored, and `run_info()["notes"]` reports them.
+
 Prompt: the problem text plus the first test assertion, so the model knows the function's name
 and signature (the MBPP paper shows all three tests; showing one keeps two unseen).
 
@@ -16,13 +21,18 @@ It runs in the sandbox (tasks/sandbox.py), never in this process, but the sandbo
 judge: tasks/mbpp_judge.py splits each `assert f(x) == y`-shaped test so that only the call runs
 there and its value is compared here, against an expected value the program cannot read. Printing
 a fake success line, skipping asserts, reading the data file (hidden in the sandbox) or returning
-an object whose `__eq__` always says True therefore score 0. Tests of other shapes run as
-statements in the sandbox; `judge_stats()` counts both kinds. `run_info()` reports the sandbox's
-layers and the counts; `check_trainable()` refuses to train on a weaker sandbox unless
+an object whose `__eq__` always says True therefore score 0. An expected side that is not a
+literal (task 596's `sys.getsizeof(...)`) is computed once per row in a clean sandbox run with no
+candidate code, cached, and judged here the same way. Tests of other shapes run as statements in
+the sandbox (none in the shipped data); `judge_stats()` counts both kinds, clean runs and
+completions stopped by a judge limit (mbpp_judge.Limits: a value too large, too deep or built to
+collide in hashing, or more than `judge_s` seconds of judging). `judge_completion` returns a
+completion's Verdict with the reason it failed. `run_info()` reports the sandbox's layers, the
+counts and notes; `check_trainable()` refuses to train on a weaker sandbox unless
 `allow_weak_sandbox`. `extract_answer` returns the extracted program, whitespace-normalised, for
 majority voting.
 
-    python -m pytest tests/test_task_mbpp.py -q
+    python -m pytest tests/test_task_mbpp.py tests/test_mbpp_judge_limits.py -q
 """
 from __future__ import annotations
 
@@ -71,39 +81,74 @@ class MBPP:
         workers: programs run in parallel when scoring a batch.
         allow_weak_sandbox: train even when this host lacks a sandbox layer (see
             `check_trainable`); evaluation always proceeds, with a warning.
+        judge_s: wall-clock limit for judging one completion's values in the harness, in seconds
+            (the structural limits in mbpp_judge.Limits keep honest judging to milliseconds).
     """
 
     name = "mbpp"
 
-    def __init__(self, version: int = 2, n_eval: int | None = 500, max_new_tokens: int = 512,
+    def __init__(self, version: int = 3, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "local", path: str | None = None, timeout_s: float = 5,
                  memory_mb: int = 512, workers: int | None = None,
-                 allow_weak_sandbox: bool = False):
+                 allow_weak_sandbox: bool = False, judge_s: float = 2.0):
         if source != "local":
             raise TaskDataError(f"task.source={source!r} is unknown; MBPP is shipped, use local "
                                 "(or task.path=/path/to/mbpp.jsonl for another copy)")
         if timeout_s <= 0 or memory_mb < 64:
             raise TaskDataError("task.timeout_s must be > 0 and task.memory_mb >= 64 (Python "
                                 "itself needs ~30 MiB of address space)")
+        if not judge_s > 0:
+            raise TaskDataError(f"task.judge_s={judge_s} must be > 0 (seconds of judging per "
+                                "completion, e.g. 2)")
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.workers = workers or min(8, os.cpu_count() or 1)
         self.allow_weak_sandbox = allow_weak_sandbox
-        self._stats = {"programs": 0, "tests_outside": 0, "tests_inside": 0}
+        self.limits = mbpp_judge.Limits(seconds=judge_s)
+        self._stats = {"programs": 0, "tests_outside": 0, "tests_inside": 0, "clean_runs": 0,
+                       "over_limit": {}}
         self._lock = threading.Lock()
+        self._checks_of: dict[tuple, list[mbpp_judge.Check]] = {}  # (tests, setup) -> resolved
+        self._gates: dict[tuple, threading.Lock] = {}  # one clean run per row, however many ask
+        self._survey_gate = threading.Lock()
+        self._survey: dict | None = None
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
-        """Rows: `prompt`, `task_id`, `text`, `code` (reference), `test_list`, `test_setup_code`."""
+        """Rows: `prompt`, `task_id`, `text`, `code` (reference), `test_list`, `test_setup_code`.
+        Degenerate rows (see the module docstring) are left out."""
         if split not in SPLITS:
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
-        lo, hi = SPLITS[split]
-        path = Path(self.path).expanduser() if self.path else DATA_DIR / "mbpp" / "mbpp.jsonl"
-        rows = [r for r in (_row(raw, path, i) for i, raw in read_jsonl(path, "MBPP data")) if lo <= r["task_id"] <= hi]
+        survey = self.survey()
+        rows = [r for r in survey["rows"][split] if r["task_id"] not in survey["degenerate"][split]]
         if split != "train" and self.n_eval:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
+
+    def survey(self) -> dict:
+        """The data file read once: `rows`, `degenerate` ids and `tests_inside` (tests the judge
+        cannot split), per split. Resolves every row's expected values (clean sandbox runs for
+        the non-literal ones), so a broken row fails here, before any training."""
+        with self._survey_gate:
+            if self._survey is None:
+                self._survey = self._read_survey()
+            return self._survey
+
+    def _read_survey(self) -> dict:
+        path = Path(self.path).expanduser() if self.path else DATA_DIR / "mbpp" / "mbpp.jsonl"
+        every = [_row(raw, path, i) for i, raw in read_jsonl(path, "MBPP data")]
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            checks = list(pool.map(lambda r: self.checks(r["test_list"], r["test_setup_code"]),
+                                   every))
+        survey = {"rows": {}, "degenerate": {}, "tests_inside": {}}
+        for split, (lo, hi) in SPLITS.items():
+            mine = [(r, c) for r, c in zip(every, checks) if lo <= r["task_id"] <= hi]
+            survey["rows"][split] = [r for r, _ in mine]
+            survey["degenerate"][split] = [r["task_id"] for r, c in mine
+                                           if mbpp_judge.degenerate(c)]
+            survey["tests_inside"][split] = sum(not x.outside for _, c in mine for x in c)
+        return survey
 
     # ---- scoring ----
     def gold_completion(self, code: str, **_) -> str:
@@ -118,29 +163,87 @@ class MBPP:
     def is_correct(self, completion: str, test_list: list[str], test_setup_code: str = "",
                    **_) -> bool:
         """True when every test passes: values judged here (mbpp_judge), the rest in the sandbox."""
-        checks = _plan(tuple(test_list))
+        return self.judge_completion(completion, test_list, test_setup_code).ok
+
+    def judge_completion(self, completion: str, test_list: list[str],
+                         test_setup_code: str = "") -> mbpp_judge.Verdict:
+        """Run one completion and judge it: the Verdict says per test whether it passed and, if
+        not, why (a wrong value, an error, the sandbox's timeout, a judge limit)."""
+        checks = self.checks(test_list, test_setup_code)
         args = {"code": extract_code(completion), "setup": test_setup_code or "",
                 "items": [c.item() for c in checks]}
         result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
                                     memory_mb=self.memory_mb)
+        why = f"sandbox: timed out after {self.timeout_s} s" if result.timed_out else \
+            f"sandbox: the program did not run to its end (exit status {result.returncode})"
+        verdict = mbpp_judge.verdict(checks, result.records, result.ok, self.limits, why)
         outside = sum(c.outside for c in checks)
         with self._lock:
             self._stats["programs"] += 1
             self._stats["tests_outside"] += outside
             self._stats["tests_inside"] += len(checks) - outside
-        return all(mbpp_judge.verdict(checks, result.records, result.ok))
+            if verdict.limit:
+                over = self._stats["over_limit"]
+                over[verdict.limit] = over.get(verdict.limit, 0) + 1
+        return verdict
+
+    def checks(self, test_list: list[str], test_setup_code: str = "") -> list[mbpp_judge.Check]:
+        """A row's tests as resolved Checks, computed once per row: non-literal expected values
+        come from one clean sandbox run (no candidate code) that every later call reuses."""
+        key = (tuple(test_list), test_setup_code or "")
+        with self._lock:
+            if key in self._checks_of:
+                return self._checks_of[key]
+            gate = self._gates.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                if key in self._checks_of:
+                    return self._checks_of[key]
+            found = self._resolve(*key)
+            with self._lock:
+                self._checks_of[key] = found
+            return found
+
+    def _resolve(self, tests: tuple[str, ...], setup: str) -> list[mbpp_judge.Check]:
+        checks = [mbpp_judge.plan(t, mbpp_judge.setup_names(setup)) for t in tests]
+        pending = [c for c in checks if c.expected_src is not None]
+        if not pending:
+            return checks
+        imports = "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
+                          for m in mbpp_judge.modules_named(pending))
+        args = {"code": imports, "setup": setup, "setup_may_fail": True,
+                "items": [{"kind": "value", "src": c.expected_src} for c in pending]}
+        for _ in range(2):  # a second try before blaming the row: the host may just be busy
+            result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
+                                        memory_mb=self.memory_mb)
+            with self._lock:
+                self._stats["clean_runs"] += 1
+            if result.ok:
+                break
+        else:
+            why = "timed out" if result.timed_out else f"exit status {result.returncode}"
+            raise TaskDataError(f"MBPP row with test {tests[0][:80]!r}: its expected values could "
+                                f"not be computed in a clean sandbox run ({why}); fix the row's "
+                                "expected expressions or raise task.timeout_s")
+        records = {r["i"]: r for r in result.records if isinstance(r.get("i"), int)}
+        computed = iter(mbpp_judge.resolve(c, records.get(i), self.limits)
+                        for i, c in enumerate(pending))
+        return [next(computed) if c.expected_src is not None else c for c in checks]
 
     # ---- run info ----
     def judge_stats(self) -> dict:
         """Tests scored so far, by where they were judged: outside (value compared here) or
-        inside (the assert ran in the sandbox, as in the original harness)."""
+        inside (the assert ran in the sandbox, as in the original harness); clean sandbox runs
+        made for expected values; completions scored 0 by a judge limit, by limit."""
         with self._lock:
-            return dict(self._stats)
+            return {**self._stats, "over_limit": dict(self._stats["over_limit"])}
 
     def run_info(self) -> dict:
-        """What a run record should keep: the sandbox layers active on this host and the judge
-        counts."""
-        return {"sandbox_layers": sandbox.layers(), "judge": self.judge_stats()}
+        """What a run record should keep: the sandbox layers active on this host, the judge
+        counts, the degenerate rows per split and `notes`, one line each for under a table."""
+        survey = self.survey()
+        return {"sandbox_layers": sandbox.layers(), "judge": self.judge_stats(),
+                "degenerate_rows": survey["degenerate"], "notes": _notes(survey)}
 
     def check_trainable(self) -> None:
         """Raise TaskDataError when training would reward code in a sandbox weaker than designed
@@ -166,9 +269,21 @@ class MBPP:
             return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
 
 
-@functools.lru_cache(maxsize=4096)
-def _plan(test_list: tuple[str, ...]) -> list[mbpp_judge.Check]:
-    return [mbpp_judge.plan(t) for t in test_list]
+def _notes(survey: dict) -> list[str]:
+    """What a reader of MBPP numbers should know about the data, one line each."""
+    use = {"train": "excluded from training", "validation": "excluded from the score",
+           "test": "excluded from the score"}
+    notes = []
+    for split in ("test", "validation", "train"):
+        ids, total = survey["degenerate"][split], len(survey["rows"][split])
+        if ids:
+            notes.append(f"{len(ids)} of {total} {split} rows are degenerate (one value passes "
+                         f"every test; ids {', '.join(map(str, ids))}) and are {use[split]}")
+    inside = sum(survey["tests_inside"].values())
+    if inside:
+        notes.append(f"{inside} tests of this data have a shape the judge cannot split; they run "
+                     "as asserts inside the sandbox, where a forged result could pass them")
+    return notes
 
 
 @functools.lru_cache(maxsize=1)

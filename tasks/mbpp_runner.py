@@ -8,13 +8,20 @@ statement ("passed" or "error"). The encoder reads values through the base types
 (dict.items, int.__index__, ...), so an object whose __eq__, __repr__ or __iter__ lies is sent as
 the plain data it holds, and any other type is "unserialisable" (the test fails).
 
-Started by tasks/sandbox_child.py, which passes `esbench_args` ({"code", "setup", "items"}) and
-`esbench_emit` as globals; both are removed before the candidate runs. Stdlib only.
+The same runner, with no candidate code and `setup_may_fail`, computes a row's non-literal
+expected values (`sys.getsizeof(...)`) in a clean run of their own (tasks/mbpp.py).
+
+Started by tasks/sandbox_child.py, which passes `esbench_args` ({"code", "setup", "items",
+optionally "setup_may_fail"}) and `esbench_emit` as globals; both are removed before the candidate
+runs. Stdlib only.
 """
 import builtins
 
+# The judge's own limits (tasks/mbpp_judge.Limits) start from these; sending more would only be
+# refused there, after the parent had read it all.
 MAX_DEPTH = 100
-MAX_NODES = 1_000_000
+MAX_NODES = 100_000
+MAX_INT_HEX_DIGITS = 10_000
 
 
 class Unserialisable(Exception):
@@ -41,8 +48,16 @@ def encode(value, depth: int = 0, budget: list | None = None):
     raise Unserialisable(f"unserialisable {type(value).__name__}")
 
 
+def _hex(value) -> str:
+    """An int in hex (no 4300-digit str limit), if it is within MAX_INT_HEX_DIGITS."""
+    plain = int.__index__(value)
+    if int.bit_length(plain) > 4 * MAX_INT_HEX_DIGITS:
+        raise Unserialisable("int too large")
+    return format(plain, "x")
+
+
 _SCALARS = (
-    (int, "i", lambda v: format(int.__index__(v), "x")),  # hex: no 4300-digit str limit
+    (int, "i", _hex),
     (float, "f", float.__repr__),
     (complex, "c", lambda v: [float.__repr__(complex.real.__get__(v)),
                               float.__repr__(complex.imag.__get__(v))]),
@@ -67,14 +82,21 @@ def _describe(error: BaseException) -> str:
 
 def run(args: dict, emit) -> None:
     """Run code and setup, then every item in order; one record per item, none after an error
-    that stopped the program (a missing record is a failed test)."""
+    that stopped the program (a missing record is a failed test). With `setup_may_fail` (the
+    clean run that computes expected values, where setup code may need the candidate's names) a
+    failing setup is recorded and the items still run."""
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compile(args["code"], "solution.py", "exec"), namespace)
-        exec(compile(args["setup"] or "", "setup.py", "exec"), namespace)
     except BaseException as e:  # noqa: BLE001 - SystemExit too: exiting early is a failure
         emit({"load_error": _describe(e)})
         return
+    try:
+        exec(compile(args["setup"] or "", "setup.py", "exec"), namespace)
+    except BaseException as e:  # noqa: BLE001
+        emit({"setup_error": _describe(e)})
+        if not args.get("setup_may_fail"):
+            return
     for i, item in enumerate(args["items"]):
         try:
             if item["kind"] == "value":

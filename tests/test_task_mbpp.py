@@ -55,7 +55,8 @@ def test_config_and_splits(task):
     t = instantiate(OmegaConf.load(CONF))
     assert isinstance(t, MBPP) and t.max_new_tokens > 0
     sizes = {s: task.load(s)["task_id"] for s in ("train", "validation", "test")}
-    assert [len(sizes[s]) for s in ("train", "validation", "test")] == [374, 90, 500]
+    # 374, 90 and 500 rows less the degenerate ones (tests/test_mbpp_judge_limits.py)
+    assert [len(sizes[s]) for s in ("train", "validation", "test")] == [370, 90, 497]
     assert (min(sizes["test"]), max(sizes["test"])) == (11, 510)
     assert (min(sizes["validation"]), max(sizes["validation"])) == (511, 600)
     assert (min(sizes["train"]), max(sizes["train"])) == (601, 974)
@@ -157,7 +158,7 @@ def test_no_inherited_environment(monkeypatch):
 def test_no_network():
     if "net-ns" not in isolation():
         pytest.skip(f"no network namespace on this host (isolation: {isolation()})")
-    code = ("import socket\nprint([n for _, n in socket.if_nameindex()])\n"
+    code = ("import socket\nprint([n.split(':')[0].strip() for n in open('/proc/net/dev')][2:])\n"
             "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
             "    print('connected')\nexcept OSError:\n    print('blocked')")
     result = run_python(code)
@@ -247,10 +248,12 @@ def test_decode_rejects_malformed_values(tagged):
 def test_verdict_needs_one_record_per_test_in_order():
     checks = [mbpp_judge.plan("assert f(1) == 1"), mbpp_judge.plan("assert f(2) == 2")]
     good = ({"i": 0, "value": ["i", "1"]}, {"i": 1, "value": ["i", "2"]})
-    assert mbpp_judge.verdict(checks, good, True) == [True, True]
-    assert mbpp_judge.verdict(checks, good, False) == [False, False]
-    assert mbpp_judge.verdict(checks, good[:1], True) == [False, False]
-    assert mbpp_judge.verdict(checks, good[::-1], True) == [False, False]
+    assert mbpp_judge.verdict(checks, good, True).passed == (True, True)
+    assert mbpp_judge.verdict(checks, good, False).passed == (False, False)
+    assert mbpp_judge.verdict(checks, good[:1], True).passed == (False, False)
+    assert mbpp_judge.verdict(checks, good[::-1], True).passed == (False, False)
+    wrong = mbpp_judge.verdict(checks, (good[0], {"i": 1, "value": ["i", "3"]}), True)
+    assert wrong.passed == (True, False) and wrong.reason == "test 1: wrong value" and not wrong.ok
 
 
 def test_printing_cannot_pass_a_test(task):
@@ -261,14 +264,18 @@ def test_printing_cannot_pass_a_test(task):
 def test_judge_counts_and_run_info():
     t = MBPP()
     t.reward(["def add(a, b):\n    return a + b"],
-             test_list=[["assert add(1, 2) == 3", "assert add(1, 2) == sum([1, 2])"]])
-    assert t.judge_stats() == {"programs": 1, "tests_outside": 1, "tests_inside": 1}
+             test_list=[["assert add(1, 2) == 3", "assert add(1, 2) == sum([1, 2])",
+                         "assert add(1, 2) == add(2, 1)"]])
+    # sum([1, 2]) is computed in a clean sandbox run; add(2, 1) needs the candidate: inside
+    assert t.judge_stats() == {"programs": 1, "tests_outside": 2, "tests_inside": 1,
+                               "clean_runs": 1, "over_limit": {}}
     info = t.run_info()
     assert info["judge"] == t.judge_stats() and info["sandbox_layers"]["rlimits"]
+    assert info["notes"] and all(isinstance(n, str) for n in info["notes"])
 
 
 def test_check_trainable_names_missing_layers(monkeypatch):
-    weak = {**tasks.sandbox.layers(), "hidden_fs": False, "no_new_privs": False}
+    weak = {**dict.fromkeys(tasks.sandbox.layers(), True), "hidden_fs": False, "no_new_privs": False}
     monkeypatch.setattr(tasks.sandbox, "layers", lambda: weak)
     with pytest.raises(TaskDataError, match="hidden_fs, no_new_privs.*allow_weak_sandbox=true"):
         MBPP().check_trainable()
