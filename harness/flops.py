@@ -38,7 +38,10 @@ Configs are HF Qwen2/Llama-shaped `PretrainedConfig`s. Test: python -m pytest te
 """
 from __future__ import annotations
 
-from transformers import PretrainedConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: `import harness` stays free of transformers (fast config errors)
+    from transformers import PretrainedConfig
 
 
 def _head_dim(config: PretrainedConfig) -> int:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
-from transformers import AutoConfig, PretrainedConfig
 
 from harness.flops import generation_flops
+
+if TYPE_CHECKING:  # transformers loads on first use: `import harness` (every command) stays fast
+    from transformers import PretrainedConfig
 
 SHAPES_DIR = Path(__file__).parent / "shapes"
 ZOO_DIR = Path(__file__).parent / "checkpoints"
@@ -48,6 +51,8 @@ def load_shape(name_or_path: str) -> PretrainedConfig:
     Raises:
         ShapeError: none of the places has it.
     """
+    from transformers import AutoConfig
+
     shipped = SHAPES_DIR / f"{shape_name(name_or_path)}.json"
     for folder in (ZOO_DIR / str(name_or_path), Path(str(name_or_path)).expanduser()):
         if (folder / "config.json").is_file():

@@ -1,6 +1,8 @@
 """Policy = model + tokenizer + prompt formatting, and batched generation that counts its tokens.
 
-Models load from a zoo name (harness/checkpoints/<name>), a local path, or a hub id. Generation is
+Models load from a zoo name (harness/checkpoints/<name>), a local path, or a hub id; when the hub
+cannot be reached a hub id loads from the local cache only (harness/hub.py: one short probe), so a
+missing model fails in one line within seconds instead of a minute of retries. Generation is
 batched HF `generate` with left padding; it returns the texts *and* the token counts the FLOPs
 ledger charges (prompt tokens and decoded tokens up to and including EOS, per sequence).
 """
@@ -14,6 +16,8 @@ from pathlib import Path
 import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
+
+from harness.hub import not_cached_message, offline_unless_reachable
 
 log = logging.getLogger(__name__)
 ZOO_DIR = Path(__file__).parent / "checkpoints"
@@ -71,24 +75,29 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path  # a hub id "org/name"
 
 
-def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool = False,
+def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool | str = False,
                 system_prompt: str | None = None, device: str = "auto") -> Policy:
     """Load a policy from a zoo name, local path or hub id.
 
     Args:
         name_or_path: zoo name (e.g. "zoo-1m"), a directory, or a hub id.
         dtype: "float32", "bfloat16", "float16" or "auto".
-        chat_template: see Policy.
+        chat_template: see Policy; "auto" uses the tokenizer's chat template when it has one.
         system_prompt: see Policy.
         device: "auto" (cuda if available, else cpu), "cpu" or "cuda".
     """
     path = resolve_model_path(name_or_path)
     if dtype not in DTYPES:
         raise ModelLoadError(f"model.dtype={dtype!r} is unknown; use one of {sorted(DTYPES)}")
+    if chat_template not in (True, False, "auto"):
+        raise ModelLoadError(f"model.chat_template={chat_template!r} is unknown; use true, false or auto")
+    offline = path == name_or_path and not Path(path).exists() and offline_unless_reachable(name_or_path)
     try:
         tokenizer = _load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
     except OSError as e:
+        if offline:
+            raise ModelLoadError(not_cached_message(name_or_path)) from None
         raise ModelLoadError(
             f"could not load {name_or_path!r} ({type(e).__name__}: {str(e).splitlines()[0]}); "
             "for a hub id check the name and that the hub is reachable (or pre-download it and pass "
@@ -100,6 +109,8 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool =
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if chat_template == "auto":
+        chat_template = tokenizer.chat_template is not None
     if chat_template and tokenizer.chat_template is None:
         raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
     log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, device)

@@ -24,6 +24,7 @@ from harness.distributed import check_launch, is_main_process, local_device, ref
 from harness.engines import make_engine, plain_engine
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.policy import ModelLoadError, load_policy
+from harness.quiet import drop_banners, quiet_known_warnings
 from harness import records
 from harness.records import Record, new_record
 from harness.steplog import EvalEvery, make_ledger
@@ -35,12 +36,15 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def quiet_libraries() -> None:
-    """Progress bars from weight loading and datasets would drown the one line per step we print."""
+    """Progress bars from weight loading and datasets would drown the one line per step we print;
+    known library notices go too (harness/quiet.py)."""
     import datasets
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
     datasets.disable_progress_bars()
+    quiet_known_warnings()
+    drop_banners()
 
 
 def seed_everything(seed: int) -> None:

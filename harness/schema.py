@@ -5,13 +5,16 @@ Hydra merges an experiment file (`# @package _global_`) into the top of the conf
 top-level key must be one config.yaml declares, a config group, or an experiment key below; every
 cell, grid and model entry has a fixed set of keys; and the values the harness itself reads (seed,
 threads, budget, seeds, axes) have their types checked. The error names the key, where it is, and
-the nearest valid one. Method and task keys are checked by their own constructors (an unknown
-method key fails when the run is composed, before anything runs).
+the nearest valid one. Method, task and eval keys are checked against the signatures of their
+targets, read from source (harness/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
+at load, not in every run; `method.params` must be a named set or a regex that compiles; a
+`model=generic` needs its name_or_path. The constructors still check values when a run is composed.
 """
 from __future__ import annotations
 
 import difflib
 import math
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -26,6 +29,10 @@ GRID_KEYS = {"name", "overrides", "axes", "optional"}  # optional: true = opt-in
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
 # The `analysis:` block (values checked by harness/analysis/settings.py, which must list the same keys).
+EVAL_TARGET = "harness.evaluation.evaluate.EvalConfig"
+# method.params names besides a regex: methods/es_core.py's PARAM_SETS plus "all" and "last_layer"
+# (tests/test_schema.py checks the two lists agree; importing es_core here would load torch).
+PARAM_NAMES = ("all", "norms", "norms+attention", "last_layer")
 ANALYSIS_KEYS = {"store_update", "entropy_every_flops_fraction", "entropy_prompts", "entropy_samples",
                  "sparsity_prompts", "sparsity_samples", "sparsity_multiples", "top_k", "top_fraction"}
 
@@ -138,6 +145,40 @@ def validate(cfg: DictConfig) -> None:
         _check_keys(cfg.analysis, ANALYSIS_KEYS, "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
+    _check_targets(cfg)
+    _check_params(cfg.get("method"))
+    if cfg.get("model") is not None and not cfg.model.get("name_or_path"):
+        raise ConfigError("model.name_or_path is empty; write model=<hub id or folder> "
+                          "(e.g. model=Qwen/Qwen2.5-1.5B-Instruct) or pick a conf/model option")
+
+
+def _check_targets(cfg: DictConfig) -> None:
+    """Every key of method, task and eval is a parameter of what it configures (read from source)."""
+    from harness.signatures import accepted_keys
+
+    for group, target in (("method", None), ("task", None), ("eval", EVAL_TARGET)):
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig):
+            continue
+        target = target or node.get("_target_")
+        valid = accepted_keys(str(target)) if target else None
+        if valid is None:
+            continue  # cannot tell from source: the constructor checks when the run is composed
+        for k in node:
+            if not str(k).startswith("_") and k not in valid:
+                raise _unknown(str(k), f"{group} ({target})", set(valid))
+
+
+def _check_params(method) -> None:
+    """method.params (ES): a named set or a parameter-name regex; a bad regex fails now, not after the model loads."""
+    spec = method.get("params") if isinstance(method, DictConfig) else None
+    if not isinstance(spec, str) or spec in PARAM_NAMES:
+        return
+    try:
+        re.compile(spec)
+    except re.error as e:
+        raise ConfigError(f"method.params={spec!r} is not {', '.join(PARAM_NAMES)} or a valid regex ({e}); "
+                          "write e.g. method.params='mlp\\.' or quote it") from None
 
 
 def _check_include(cfg: DictConfig) -> None:

@@ -1,4 +1,5 @@
-"""The command line: bad input gets one line naming the fix; a base run writes record, tables and plot.
+"""The command line: bad input gets one line naming the fix, before torch loads; a base run writes
+record, tables and plot.
 
     python -m pytest tests/test_cli.py -q
 """
@@ -81,3 +82,35 @@ def test_sigterm_leaves_an_interrupted_record(tmp_path):
     rec = json.loads(recs[0].read_text())
     assert rec["status"] == "interrupted" and "SIGTERM" in rec["error"]
     assert "esbench: interrupted" in err and "Traceback" not in err
+
+
+def _imports(*args, env=None):
+    """Run `python -X importtime -m harness ARGS`: (exit code, stderr lines that are not import timings, modules)."""
+    env = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}.items() if v is not None}
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    lines = r.stderr.splitlines()
+    modules = {ln.rsplit("|", 1)[1].strip() for ln in lines if ln.startswith("import time:")}
+    return r.returncode, [ln for ln in lines if not ln.startswith("import time:")], modules
+
+
+@pytest.mark.parametrize("args, message", [
+    (["+eval.n_prompt=20"], "esbench: error: unknown key 'n_prompt' in eval"),
+    (["method=es", "method.params='([bad'"], "esbench: error: method.params='([bad' is not all"),
+    (["model=./no/such/model"], "esbench: error: model=./no/such/model: no conf/model option and no folder"),
+])
+def test_config_errors_come_in_one_line_before_torch_loads(args, message):
+    rc, err, modules = _imports(*args)
+    assert rc == 2 and err == [next(ln for ln in err if ln.startswith(message))], err
+    assert "torch" not in modules and "transformers" not in modules and "trl" not in modules
+
+
+def test_a_hub_model_that_cannot_load_offline_is_one_line_within_seconds():
+    """No network, HF_HUB_OFFLINE unset: one probe (here refused at once), then the cache alone decides."""
+    import time
+    start = time.time()
+    rc, err, modules = _imports("model=esbench-test/no-such-model", "method=base",
+                                env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": None})
+    assert rc == 2 and len(err) == 1, err
+    assert "model 'esbench-test/no-such-model' is not in the local hub cache and the hub is unreachable" in err[0]
+    assert "torch" not in modules and time.time() - start < 30

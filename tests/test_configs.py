@@ -33,7 +33,9 @@ def _bind(node):
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_option_composes_and_binds(group, option):
-    cfg = _compose([f"{group}={option}"])
+    # generic: what model=<hub id or folder> composes to (harness/model_arg.py), so it comes with a name
+    cfg = _compose([f"{group}={option}", *(["model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct"]
+                                           if (group, option) == ("model", "generic") else [])])
     for node in (cfg.task, cfg.method):
         _bind(node)
     EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
@@ -119,3 +121,25 @@ def test_every_config_opens_with_its_command():
     for path in CONF_DIR.rglob("*.yaml"):
         head = [ln for ln in path.read_text().splitlines()[:3] if ln.startswith("#")]
         assert any("python -m harness" in ln for ln in head), f"{path} should open with its launch command"
+
+
+def test_model_hub_id_or_folder_composes_to_the_generic_config(tmp_path):
+    """`model=<hub id or folder>` as the README writes it: Hydra alone would look for conf/model/Qwen/...yaml."""
+    from harness.model_arg import ModelArgError, rewrite_argv
+    from harness.schema import validate
+    assert rewrite_argv(["prog", "model=zoo-1m", "method=es"]) == ["prog", "model=zoo-1m", "method=es"]
+    argv = rewrite_argv(["prog", "model=Qwen/Qwen2.5-1.5B-Instruct", "method=es"])
+    assert argv == ["prog", "model=generic", "model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct", "method=es"]
+    cfg = _compose(argv[1:])
+    validate(cfg)
+    assert (cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template) == ("Qwen/Qwen2.5-1.5B-Instruct", "auto", "auto")
+    assert (cfg.method.sigma, cfg.method.alpha) == (1e-3, 5e-4)   # the paper's ES set for a real model
+    folder = tmp_path / "my model"
+    folder.mkdir()
+    assert rewrite_argv(["prog", f"model={folder}"])[2] == f"model.name_or_path='{folder}'"   # quoted: a space
+    assert _compose(rewrite_argv(["prog", f"model={folder}"])[1:]).model.name_or_path == str(folder)
+    with pytest.raises(ModelArgError, match="no folder './no/such/model'"):
+        rewrite_argv(["prog", "model=./no/such/model"])
+    with pytest.raises(ModelArgError, match="did you mean model=qwen2.5-1.5b-instruct"):
+        rewrite_argv(["prog", "model=qwen2.5-1.5b"])
+    assert rewrite_argv(["prog", "model=zoo-1m,zoo-4m"])[1] == "model=zoo-1m,zoo-4m"   # a sweep stays Hydra's

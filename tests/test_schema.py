@@ -34,6 +34,12 @@ def test_every_shipped_experiment_is_valid(name):
     (["experiment=smoke", "+seeds=[a]"], "seeds=.* list of ints"),
     (["experiment=smoke", "+grids.0.axes.method.beta=0.1"], "axes"),
     (["eval_splits=[tset]"], "eval_splits has 'tset'"),
+    # nested keys, checked against the signatures of what they configure (issue 20)
+    (["experiment=smoke", "+eval.n_prompt=20"], "unknown key 'n_prompt' in eval .*did you mean 'n_prompts'"),
+    (["method=grpo", "+method.nosuch=1"], "unknown key 'nosuch' in method \\(methods.grpo.GRPO\\)"),
+    (["+task.n_evl=5"], "unknown key 'n_evl' in task \\(tasks.countdown.Countdown\\).*'n_eval'"),
+    (["method=es", "method.params='([bad'"], "method.params='\\(\\[bad' is not all, .* or a valid regex"),
+    (["model=generic"], "model.name_or_path is empty"),
 ])
 def test_bad_keys_and_values_fail_with_the_fix(overrides, message):
     try:
@@ -54,3 +60,35 @@ def test_run_counts_quoted_in_files_and_readme_match_the_plan():
         assert quoted and int(quoted.group(1)) == n, f"{path.name} says {quoted and quoted.group(1)} runs, plan has {n}"
         row = re.search(rf"^\| `{path.stem}` \|.*?\| (\d+) \|", readme, re.M)
         assert row and int(row.group(1)) == n, f"README's table says {row and row.group(1)} runs for {path.stem}, plan has {n}"
+
+
+def test_a_nested_typo_in_an_experiment_file_fails_at_load(tmp_path):
+    """The case of issue 20: `eval: {n_prompt: 20}` in a file used to start every run, each failing."""
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "typo.yaml").write_text(
+        "# @package _global_\ngroup: typo\neval: {n_prompt: 20}\ncells:\n  - {label: base, overrides: [method=base]}\n")
+    c = cfg("experiment=typo", f"hydra.searchpath=[file://{tmp_path}]")
+    assert c.eval.n_prompt == 20   # Hydra merged it without a word
+    with pytest.raises(ConfigError, match="unknown key 'n_prompt' in eval .*did you mean 'n_prompts'"):
+        validate(c)
+
+
+def test_signatures_read_from_source_match_the_real_ones():
+    """harness/signatures.py parses source to stay import-free; it must agree with inspect on every target."""
+    import inspect
+
+    from hydra.utils import get_method
+    from omegaconf import OmegaConf
+
+    from harness.schema import EVAL_TARGET
+    from harness.signatures import accepted_keys
+    targets = {EVAL_TARGET} | {OmegaConf.load(p).get("_target_") for group in ("method", "task")
+                               for p in (CONF_DIR / group).glob("*.yaml")}
+    for t in sorted(targets):
+        assert accepted_keys(t) == set(inspect.signature(get_method(t)).parameters), t
+
+
+def test_param_names_match_es_core():
+    from harness.schema import PARAM_NAMES
+    from methods.es_core import PARAM_SETS
+    assert set(PARAM_NAMES) == {"all", "last_layer", *PARAM_SETS}
