@@ -434,6 +434,9 @@ def verdict(checks: list[Check], records: tuple, ok: bool, limits: Limits = LIMI
     if not ok:
         return failed(0, why_not_ok)
     if len(records) != len(checks):
+        early = [r.get("load_error") or r.get("setup_error") for r in records[:1]]
+        if early and early[0]:
+            return failed(0, f"the program failed before the tests: {str(early[0])[:200]}")
         return failed(0, f"{len(records)} test records for {len(checks)} tests")
     deadline = time.monotonic() + limits.seconds
     for i, (check, record) in enumerate(zip(checks, records)):

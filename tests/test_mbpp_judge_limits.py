@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tasks import mbpp_judge
+from tasks.base import TaskDataError
 from tasks.mbpp import MBPP
 from tasks.mbpp_runner import MAX_DEPTH, MAX_INT_HEX_DIGITS, MAX_NODES, encode
 
@@ -159,6 +160,15 @@ def test_forged_oversized_value_stops_at_the_judge():
     assert verdict.limit == "items" and not verdict.ok and time.perf_counter() - start < 15
 
 
+def test_verdict_says_why_a_program_failed():
+    t = MBPP()
+    tests = ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]
+    assert t.judge_completion("def add(a, b):\n    return a - b", tests).reason == "test 0: wrong value"
+    assert "NameError" in t.judge_completion("add = undefined_name", tests).reason
+    assert "ZeroDivisionError" in t.judge_completion("def add(a, b):\n    return 1 / 0", tests).reason
+    assert "timed out" in MBPP(timeout_s=1).judge_completion("while True:\n    pass", tests).reason
+
+
 def test_judge_s_is_the_configured_wall_clock():
     row = _shipped(11)
     gold = f"```python\n{row['code']}\n```"
@@ -206,8 +216,8 @@ def test_expected_side_may_use_setup_names_and_falls_back_inside_without_them():
                     test_setup_code=[setup] * 2) == [1.0, 0.0]
 
 
-def test_a_row_whose_expected_side_cannot_finish_is_a_data_error(tmp_path):
-    with pytest.raises(Exception, match="clean sandbox run.*task.timeout_s"):
+def test_a_row_whose_expected_side_cannot_finish_is_a_data_error():
+    with pytest.raises(TaskDataError, match="clean sandbox run.*task.timeout_s"):
         MBPP(timeout_s=1).checks(["assert f(1) == len(list(iter(int, 1)))"])
 
 
