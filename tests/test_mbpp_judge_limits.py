@@ -126,7 +126,7 @@ def test_verdict_reports_the_limit_and_stops():
 def _hostile(name: str, function: str, n: int | None = None) -> str:
     source = (HOSTILE / name).read_text()
     if n is not None:
-        source = source.replace("N = 100_000", f"N = {n}")
+        source = source.replace("N = 40_000", f"N = {n}")
     return f"```python\nESBENCH_TEST_FUNC = {function!r}\n{source}\n```"
 
 

@@ -1,7 +1,9 @@
 # Return a set of int-subclass values whose own hash is cheap and distinct but whose plain-int
 # hashes all collide (hash(k * (2**61 - 1)) == 0 for every int k): the sandbox builds it in linear
-# time; a judge that rebuilds it from plain ints without limits needs quadratic time.
-N = 100_000
+# time; a judge that rebuilds it from plain ints without limits needs quadratic time (40k items:
+# over a minute per completion). 40k stays under the runner's own node limit, so the judge's
+# limits are what stop it.
+N = 40_000
 P = 2**61 - 1
 
 
