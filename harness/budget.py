@@ -30,6 +30,20 @@ class BudgetError(ValueError):
     """The budget cannot buy even one step; the message says how large it must be."""
 
 
+def unreachable(kind: str, limit: float, steps: int, cap: str, most_per_step: float) -> str | None:
+    """One line when `steps` steps (the method's own cap, e.g. method.max_iterations) cannot spend the budget.
+
+    `most_per_step` must be an upper bound on one step's charge (harness/run.py derives it from the
+    samples a step scores and the longest sequence the model takes), so the warning is never wrong:
+    without it `budget.flops=1e30` ran silently to max_iterations and the table read as if it were spent.
+    """
+    most = steps * most_per_step
+    if not limit > most:
+        return None
+    return (f"budget.{kind}={limit:.3g} cannot be spent: {cap}={steps} steps buy at most {most:.3g} {kind}, "
+            f"so the run will stop at {cap}; raise {cap} or lower budget.{kind}")
+
+
 @dataclass
 class StepStats:
     """One training step as every method reports it.

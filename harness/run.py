@@ -135,6 +135,8 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         if method.trains and hasattr(task, "check_trainable"):
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
+        if method.trains:
+            warn_unreachable_budget(cfg, method.name, task)
         policy = policy_from(cfg)
         keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path) \
             and is_main_process()
@@ -184,6 +186,46 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
         raise
     write_record(run_dir, record)
     return record
+
+
+# Per method: its step cap, the completions one step scores, and how many completion-scoring forwards
+# one step may run per completion beyond generating it (GRPO: update 3 x mu + reference + old
+# log-probs; PPO: reference, value, and 3 each for policy and value training per epoch, plus one).
+STEP_CAPS = {
+    "es": ("max_iterations", lambda m: m.population * m.prompts_per_iteration, lambda m: 0),
+    "grpo": ("max_steps", lambda m: m.prompts_per_step * m.num_generations, lambda m: 3 * m.num_iterations + 2),
+    "ppo": ("max_updates", lambda m: m.prompts_per_step, lambda m: 3 + 6 * m.num_ppo_epochs),
+}
+
+
+def warn_unreachable_budget(cfg: DictConfig, method_name: str, task) -> None:
+    """One warning line, before the model loads, when the method's step cap cannot spend the budget.
+
+    A step's charge is bounded with every sequence as long as the model's context allows (the
+    completion at the task's max_new_tokens), so the bound is loose but the warning never false.
+    """
+    from harness.budget import unreachable
+    from harness.flops import generation_flops, scoring_flops
+    from harness.model_shapes import ShapeError, load_shape
+
+    if method_name not in STEP_CAPS:
+        return
+    cap, samples_of, forwards_of = STEP_CAPS[method_name]
+    m, kind = cfg.method, cfg.budget.kind
+    per_sample = 1.0
+    if kind == "flops":
+        try:
+            shape = load_shape(str(cfg.model.name_or_path))
+        except ShapeError:
+            return  # no shape offline: nothing to bound with
+        ctx = int(getattr(shape, "max_position_embeddings", 0) or 0)
+        c = min(int(getattr(task, "max_new_tokens", 0) or 1), ctx - 1) if ctx > 1 else 0
+        if c < 1:
+            return
+        per_sample = generation_flops(shape, [ctx - c], [c]) + forwards_of(m) * scoring_flops(shape, [ctx - c], [c])
+    line = unreachable(kind, float(cfg.budget[kind]), int(m[cap]), f"method.{cap}", samples_of(m) * per_sample)
+    if line:
+        log.warning(line)
 
 
 def write_record(run_dir: Path, record: Record) -> None:

@@ -143,3 +143,24 @@ def test_model_hub_id_or_folder_composes_to_the_generic_config(tmp_path):
     with pytest.raises(ModelArgError, match="did you mean model=qwen2.5-1.5b-instruct"):
         rewrite_argv(["prog", "model=qwen2.5-1.5b"])
     assert rewrite_argv(["prog", "model=zoo-1m,zoo-4m"])[1] == "model=zoo-1m,zoo-4m"   # a sweep stays Hydra's
+
+
+def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(caplog):
+    """budget.flops=1e30 used to run silently to max_iterations; shipped settings never warn."""
+    import logging
+    from types import SimpleNamespace
+
+    from harness.run import warn_unreachable_budget
+    task = SimpleNamespace(max_new_tokens=16)
+    with caplog.at_level(logging.WARNING, logger="esbench"):
+        for method in ("es", "grpo", "ppo"):
+            warn_unreachable_budget(_compose([f"method={method}"]), method, task)
+        for r in plan(_compose(["experiment=quickstart"])):
+            child = _compose(["experiment=quickstart", *r.overrides])
+            warn_unreachable_budget(child, child.method._target_.rsplit(".", 1)[1].lower(), task)
+        assert not caplog.records, [r.getMessage() for r in caplog.records]
+        warn_unreachable_budget(_compose(["method=es", "budget.flops=1e30"]), "es", task)
+        warn_unreachable_budget(_compose(["method=grpo", "budget=paper_samples", "budget.samples=1e12"]), "grpo", task)
+    es, grpo = (r.getMessage() for r in caplog.records)
+    assert es.startswith("budget.flops=1e+30 cannot be spent: method.max_iterations=500 steps buy at most ")
+    assert "budget.samples=1e+12 cannot be spent: method.max_steps=1000000 steps buy at most 6.4e+07 samples" in grpo
