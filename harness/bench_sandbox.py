@@ -8,10 +8,16 @@ Timing assertions do not belong in unit tests on a shared machine, so speed is m
 
     python -m harness.bench_sandbox --n 50
     python -m harness.bench_sandbox --references   # every row's reference solution, judged
+    python -m harness.bench_sandbox --attacks      # the memory and data attacks of issue 20
 
 `--references` scores the reference solution of every MBPP row (all splits and the few-shot rows)
 and reports how many tests are judged outside the sandbox (value compared in the harness) vs
 inside, and which references fail.
+
+`--attacks` runs the hostile programs that target memory and data (tests/hostile/) alone and as
+MBPP completions, and reports for each: outcome, reward, wall time, and host memory taken (the
+largest drop of MemAvailable while it ran, sampled every 10 ms, so other load on the host adds
+noise) next to the sandbox's own peak when a cgroup measured it.
 """
 from __future__ import annotations
 
@@ -21,10 +27,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from tasks import sandbox
 from tasks.mbpp import MBPP
+
+HOSTILE = Path(__file__).resolve().parent.parent / "tests" / "hostile"
 
 
 def _rows(task: MBPP, n: int) -> list[dict]:
@@ -93,13 +103,67 @@ def check_references() -> dict:
             **task.run_info()}
 
 
+def _available_mib() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) >> 10
+
+
+def _measured(call) -> tuple[object, dict]:
+    """Run call(); return its result with wall seconds and the host memory it took (MiB)."""
+    before, low, stop = _available_mib(), [_available_mib()], threading.Event()
+
+    def sample():
+        while not stop.wait(0.01):
+            low[0] = min(low[0], _available_mib())
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    start = time.perf_counter()
+    try:
+        result = call()
+    finally:
+        stop.set()
+        watcher.join()
+    return result, {"seconds": round(time.perf_counter() - start, 2),
+                    "host_mib_taken": max(0, before - low[0])}
+
+
+def attacks() -> dict:
+    """Each memory or data attack alone (run_python) and as an MBPP completion (reward)."""
+    task = MBPP(n_eval=None)
+    rows = list(task.load("test"))[:10]
+    out = {"layers": {k: v for k, v in sandbox.layers().items() if v}}
+    for name in ("tmpfs_nested_ns", "fork_children_300mib"):
+        source = (HOSTILE / f"{name}.py").read_text()
+        result, cost = _measured(lambda: sandbox.run_python(source, timeout_s=10))
+        out[f"{name} (run_python)"] = {
+            "ok": result.ok, "returncode": result.returncode, **cost,
+            "sandbox_peak_mib": getattr(result, "peak_memory_mb", None),
+            "stdout": result.stdout_tail[-300:], "stderr": result.stderr_tail[-300:]}
+        # The attack appended to a correct solution: does the completion still score?
+        row = rows[0]
+        code = f"{row['code']}\ntry:\n    exec({source!r})\nexcept SystemExit:\n    pass\n"
+        reward, cost = _measured(lambda: task.reward(
+            [task.gold_completion(code=code)], test_list=[row["test_list"]],
+            test_setup_code=[row["test_setup_code"]])[0])
+        out[f"{name} + reference (MBPP)"] = {"reward": reward, **cost}
+    source = (HOSTILE / "copy_answer.py").read_text()
+    rewards, cost = _measured(lambda: task.reward(
+        [task.gold_completion(code=source)] * len(rows), test_list=[r["test_list"] for r in rows],
+        test_setup_code=[r["test_setup_code"] for r in rows]))
+    out["copy_answer (MBPP)"] = {"rewards": f"{sum(rewards):g}/{len(rows)}", **cost}
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
     parser.add_argument("--references", action="store_true",
                         help="judge every row's reference solution instead of timing")
+    parser.add_argument("--attacks", action="store_true",
+                        help="run the memory and data attacks (tests/hostile/) and measure them")
     args = parser.parse_args(argv)
-    print(json.dumps(check_references() if args.references else bench(args.n), indent=2))
+    result = check_references() if args.references else attacks() if args.attacks else bench(args.n)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -5,17 +5,28 @@ tasks/sandbox_child.py with the strongest isolation this host allows, probed onc
 `isolation()` (labels) and `layers()` (a dict of every layer, True when active):
 
 - as root with util-linux `unshare` (the Linux dev box and most containers): new network (loopback
-  only), PID, mount, IPC and UTS namespaces; inside, the child pivots into a minimal root (Python
-  runtime and /usr read-only, no project, data files or homes; /tmp, /dev/shm and HOME on one
+  only), PID, mount, IPC and UTS namespaces; inside, the child joins the run's cgroup, pivots into
+  a minimal root (only what the interpreter loads, read-only: tasks/sandbox_root.py; no /usr as a
+  whole, no site-packages, project, data files or homes; /tmp, /dev/shm and HOME on one
   size-capped private tmpfs that dies with the run), switches to a random unprivileged uid/gid per
-  call (so RLIMIT_NPROC, which root ignores, stops fork bombs), sets no_new_privs and rlimits;
+  call (so RLIMIT_NPROC, which root ignores, stops fork bombs), sets no_new_privs and rlimits, and
+  installs a seccomp filter;
 - as a normal user with unprivileged user namespaces: `unshare --user --map-root-user` plus the
   same namespaces and root; the child drops every capability instead of switching uid;
-- as root without `unshare`: the random uid, no_new_privs and rlimits; otherwise rlimits only.
-  `layers()` says which are missing; `missing_layers()` lists the ones training should require.
+- as root without `unshare`: the cgroup, the random uid, no_new_privs, rlimits and seccomp;
+  otherwise what of those the host allows. `layers()` says which are missing; `missing_layers()`
+  lists the ones training requires (REQUIRED).
 
-No seccomp filter: no maintained Python binding was available (pyseccomp's last release is from
-2021), so `layers()["seccomp"]` is False and training does not require it.
+One memory ceiling per program: each run gets its own cgroup (tasks/cgroup.py; v2, or v1's
+memory+memsw and pids hierarchies) limiting all its processes together, and the tmpfs pages they
+write, to `memory_mb` with no swap, and its tasks to `nproc`. RLIMIT_AS alone was per process: 8
+forked children of 300 MiB took 2.4 GiB. A run the kernel OOM-killed is not ok.
+
+Seccomp (tasks/seccomp.py, a hand-assembled classic BPF filter installed with prctl, no binding
+needed): no new namespaces (unshare, setns, clone with CLONE_NEW*; a nested user namespace had
+full capabilities, could mount an uncapped tmpfs and open raw sockets), no mounts, ptrace,
+keyrings, io_uring, bpf, perf events, userfaultfd, AF_PACKET, AF_NETLINK or raw IP sockets; each
+fails with EPERM. Required where a filter exists for the architecture (x86_64, aarch64).
 
 Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages; stdlib only), an environment
 of PATH, HOME, TMPDIR and LANG only, stdin a private unlinked file the child reads and replaces with
@@ -46,6 +57,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks import cgroup, sandbox_root, seccomp
+
 TAIL_CHARS = 2000
 RESULT_BYTES = 32 << 20  # the parent never reads more of fd 3 than this
 SCRATCH_MB = 64  # /tmp + /dev/shm + HOME together, on a tmpfs that dies with the run
@@ -54,9 +67,9 @@ _PY_FLAGS = ["-I", "-S", "-B", "-u"]
 _NS_FLAGS = ["--net", "--pid", "--fork", "--ipc", "--uts", "--mount", "--kill-child"]
 _NS_LABELS = ("net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns")
 _CHILD = Path(__file__).with_name("sandbox_child.py")
-# Layers training requires (seccomp is reported, never required: see the module docstring).
+# Layers training requires; seccomp only where a filter exists for this architecture.
 REQUIRED = ("net_ns", "pid_ns", "mount_ns", "hidden_fs", "private_tmp", "identity",
-            "no_new_privs", "rlimits")
+            "no_new_privs", "rlimits", "cgroup", *(("seccomp",) if seccomp.supported() else ()))
 _log = logging.getLogger(__name__)
 
 
@@ -75,6 +88,8 @@ class SandboxResult:
     timed_out: bool
     records: tuple = field(default=())
     layers: dict = field(default_factory=dict)  # what the child says it applied
+    peak_memory_mb: float | None = None  # the run's cgroup at its fullest (None: no cgroup)
+    out_of_memory: bool = False  # the kernel killed a process at the run's memory ceiling
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,8 @@ class _Mode:
     drop_uid: bool = False  # a random uid per call (root only)
     drop_caps: bool = False  # root of a user namespace: drop capabilities instead
     fs: bool = False  # the minimal root; needs a mount namespace we may mount in
+    cgroup: bool = False  # one cgroup per run (tasks/cgroup.py)
+    seccomp: bool = False  # the seccomp filter (tasks/seccomp.py)
 
 
 def _interpreters() -> list[str]:
@@ -97,16 +114,19 @@ def _interpreters() -> list[str]:
 
 def _candidates() -> list[_Mode]:
     unshare, pythons = shutil.which("unshare"), _interpreters()
+    extra = {"cgroup": isinstance(cgroup.backend(), cgroup.Backend),
+             "seccomp": seccomp.supported()}
     modes = []
     if os.name == "posix" and os.geteuid() == 0:
         if unshare:
             ns = (unshare, *_NS_FLAGS, "--")
-            modes += [_Mode(_NS_LABELS, py, ns, drop_uid=True, fs=True) for py in pythons]
-        modes += [_Mode((), py, drop_uid=True) for py in pythons]
+            modes += [_Mode(_NS_LABELS, py, ns, drop_uid=True, fs=True, **extra) for py in pythons]
+        modes += [_Mode((), py, drop_uid=True, **extra) for py in pythons]
     elif unshare:
         ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
-        modes.append(_Mode(("user-ns", *_NS_LABELS), sys.executable, ns, drop_caps=True, fs=True))
-    return modes + [_Mode((), sys.executable)]
+        modes.append(_Mode(("user-ns", *_NS_LABELS), sys.executable, ns, drop_caps=True, fs=True,
+                           **extra))
+    return modes + [_Mode((), sys.executable, **extra)]
 
 
 def _probe(mode: _Mode) -> _Mode | None:
@@ -118,7 +138,8 @@ def _probe(mode: _Mode) -> _Mode | None:
         return None
     labels = [*mode.labels, *(k.replace("_", "-") for k, v in got.items() if v)]
     return _Mode(tuple(labels), mode.python, mode.prefix, mode.drop_uid and got.get("uid_drop"),
-                 mode.drop_caps and got.get("caps_dropped"), mode.fs and got.get("hidden_fs"))
+                 mode.drop_caps and got.get("caps_dropped"), mode.fs and got.get("hidden_fs"),
+                 mode.cgroup and got.get("cgroup"), mode.seccomp and got.get("seccomp"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -129,7 +150,9 @@ def _mode() -> _Mode:
     _log.info("sandbox isolation: %s (%s)", chosen.labels, chosen.python)
     missing = missing_layers(_layers_of(chosen))
     if missing:
-        _log.warning("sandbox is weaker on this host: missing %s", ", ".join(missing))
+        why = cgroup.backend() if "cgroup" in missing else None
+        _log.warning("sandbox is weaker on this host: missing %s%s", ", ".join(missing),
+                     f" (cgroup: {why})" if isinstance(why, str) else "")
     return chosen
 
 
@@ -140,7 +163,7 @@ def _layers_of(mode: _Mode) -> dict[str, bool]:
             "hidden_fs": "hidden-fs" in has, "private_tmp": "private-tmp" in has,
             "identity": bool(has & {"uid-drop", "caps-dropped"}), "uid_drop": "uid-drop" in has,
             "caps_dropped": "caps-dropped" in has, "no_new_privs": "no-new-privs" in has,
-            "seccomp": False, "rlimits": "rlimits" in has}
+            "seccomp": "seccomp" in has, "rlimits": "rlimits" in has, "cgroup": "cgroup" in has}
 
 
 def isolation() -> tuple[str, ...]:
@@ -237,7 +260,8 @@ def run_python(code: str, timeout_s: float = 5, memory_mb: int = 512, nproc: int
     Args:
         code: Python source; untrusted.
         timeout_s: Wall-clock limit in seconds; CPU time is capped at ceil(timeout_s) + 1 s.
-        memory_mb: Address-space limit (RLIMIT_AS) in MiB.
+        memory_mb: Address-space limit (RLIMIT_AS) per process and, with a cgroup, the memory
+            ceiling of all the program's processes and tmpfs pages together, in MiB.
         nproc: Processes (threads) the code may add. Exact with a dropped uid; for a normal
             user it is added to the user's current count; root ignores it. 0 leaves it unset.
         fsize_mb: Largest file the code may write, stdout and stderr included, in MiB.
@@ -260,7 +284,21 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
     rng = random.SystemRandom()
     uid = rng.randrange(*_UID_RANGE) if mode.drop_uid else None
     nonce = f"{rng.getrandbits(128):032x}"
-    outer = Path(tempfile.mkdtemp(prefix="esbench-sandbox-"))
+    runtime = sandbox_root.layout(mode.python) if mode.fs else None
+    if isinstance(runtime, str):
+        if strict:
+            return SandboxResult(False, None, "", f"sandbox could not start: {runtime}", False)
+        runtime = None  # the probe then sees hidden_fs fail
+    group = None
+    if mode.cgroup:
+        try:
+            group = cgroup.Cgroup(cgroup.backend(), f"esbench-{os.getpid()}-{nonce[:12]}",
+                                  memory_mb << 20, nproc)
+        except (OSError, AttributeError) as e:
+            if strict:
+                return SandboxResult(False, None, "", f"sandbox could not start: cgroup: {e}",
+                                     False)
+    outer = Path(tempfile.mkdtemp(prefix=f"esbench-sandbox-{os.getpid()}-"))  # pid: whose it is
     try:
         work, root = outer / "work", outer / "root"
         work.mkdir()
@@ -271,7 +309,9 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
         payload = {"fs": mode.fs, "root": str(root), "scratch_mb": SCRATCH_MB, "uid": uid,
                    "drop_caps": mode.drop_caps, "no_new_privs": True, "strict": strict,
                    "limits": _limits(timeout_s, memory_mb, _nproc_limit(nproc, uid), fsize_mb),
-                   "nonce": nonce, "script": script, "args": args}
+                   "nonce": nonce, "script": script, "args": args, "runtime": runtime,
+                   "cgroup_procs": group.procs if group else None,
+                   "seccomp": _seccomp_hex() if mode.seccomp else None}
         with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err, \
                 open(outer / "result", "wb") as res:
             started = _start(mode, payload, work, out, err, res)
@@ -283,18 +323,29 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
             except subprocess.TimeoutExpired:
                 timed_out = True
             _kill_all(started, mode, uid, timed_out)  # also reaps stragglers after a normal exit
+        peak = group.peak_bytes() if group else None
+        oom = bool(group and group.oom_killed())
         records, done = _read_records(outer / "result", nonce)
         return SandboxResult(
-            ok=done and started.returncode == 0 and not timed_out,
+            ok=done and started.returncode == 0 and not timed_out and not oom,
             returncode=started.returncode,
             stdout_tail=_tail(outer / "stdout").rstrip("\n"),
             stderr_tail=_tail(outer / "stderr"),
             timed_out=timed_out,
             records=tuple(r for r in records or () if not r.keys() & {"done", "layers"}),
             layers=next((r["layers"] for r in records or () if "layers" in r), {}),
+            peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
+            out_of_memory=oom,
         )
     finally:
+        if group and not group.destroy():  # kills what is left in it first
+            _log.warning("sandbox cgroup %s could not be removed", group.dirs)
         shutil.rmtree(outer, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _seccomp_hex() -> str:
+    return seccomp.program().hex()
 
 
 def _start(mode: _Mode, payload: dict, work: Path, out, err, res) -> subprocess.Popen | str:

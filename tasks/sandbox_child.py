@@ -3,21 +3,30 @@
 Started by tasks/sandbox.py as `python -I -S -B -u sandbox_child.py` inside fresh namespaces, it
 reads one JSON payload from stdin and, before any untrusted code runs:
 
-1. filesystem: in its own mount namespace, builds a minimal root on a small tmpfs (the Python
-   runtime and /usr bound read-only and nosuid, a few /dev nodes, a fresh /proc, and one
-   size-capped tmpfs shared by /tmp, /dev/shm and the home dir) and pivots into it, so the project,
-   its data files and every home are absent and whatever the code writes vanishes with it;
-2. identity: as real root, switches to the random uid/gid it was given; as root of a user
-   namespace, drops every capability (mounts and chroot escapes need them);
-3. no_new_privs (prctl), so no later execve can gain privileges;
-4. rlimits, set after the switch so the code cannot raise them;
+1. cgroup: joins the run's cgroup(s) (tasks/cgroup.py), so one memory and pids ceiling covers
+   every process it will start and every tmpfs page they write;
+2. filesystem: in its own mount namespace, builds a minimal root on a small tmpfs and pivots into
+   it: only what the interpreter loads (tasks/sandbox_root.py: its binary, stdlib, lib-dynload
+   and shared-library directories, /bin/sh and /bin/sleep) bound read-only and nosuid at the same
+   paths, every site-packages below them covered by an empty tmpfs, a few /dev nodes, a fresh
+   /proc, and one size-capped tmpfs shared by /tmp, /dev/shm and the home dir. The project, its
+   data files however installed, /usr as a whole and every home are absent, and whatever the code
+   writes vanishes with the run;
+3. identity: as real root, switches to the random uid/gid it was given; as root of a user
+   namespace, drops every capability (and sets user.max_user_namespaces to 0 in that namespace,
+   never in the host's);
+4. no_new_privs (prctl), so no later execve can gain privileges;
+5. rlimits, set after the switch so the code cannot raise them;
+6. seccomp: the filter tasks/seccomp.py assembled (no new namespaces, mounts, ptrace, keyrings,
+   io_uring, bpf, raw or netlink sockets), installed last because the steps above need some of
+   those calls;
 
 then writes a `layers` record saying what it applied, execs the script as `__main__` in a fresh
-namespace and writes a `done` record when the script returned. Records go to an inherited fd, one per line,
-prefixed by a per-run nonce the parent chose; stdout and stderr are for humans only. With `strict`
-a layer that cannot be applied ends the run (exit 125): a sandbox that silently got weaker would
-be worse than one that fails. Python without site-packages only; this file is read before the
-pivot, so it need not exist inside the new root.
+namespace and writes a `done` record when the script returned. Records go to an inherited fd, one
+per line, prefixed by a per-run nonce the parent chose; stdout and stderr are for humans only.
+With `strict` a layer that cannot be applied ends the run (exit 125): a sandbox that silently got
+weaker would be worse than one that fails. Python without site-packages only; this file is read
+before the pivot, so it need not exist inside the new root.
 """
 import ctypes
 import json
@@ -29,9 +38,9 @@ import traceback
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_NO_NEW_PRIVS = 38
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
-RUNTIME_DIRS = ("usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32")
+INIT_USER_NS_INO = 0xEFFFFFFD  # the kernel's fixed inode number of the host's user namespace
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
 HOME = "/home/sandbox"
 
@@ -66,28 +75,55 @@ def _bind_file(src: str, target: str) -> None:
     _mount(src, target, None, MS_BIND)
 
 
-def _runtime_dirs() -> list[str]:
-    """Top-level dirs of the Python runtime and the programs it may call (/usr, /lib, ...)."""
-    prefix = os.path.realpath(sys.base_prefix)
-    extra = [] if any(prefix == f"/{d}" or prefix.startswith(f"/{d}/") for d in RUNTIME_DIRS) \
-        else [prefix]
-    return [f"/{d}" for d in RUNTIME_DIRS if os.path.lexists(f"/{d}")] + extra
+def _expose(root: str, path: str, bound: set, hops: int = 0) -> None:
+    """Show host `path` at the same path inside `root`, read-only: each symlink on the way is
+    recreated and followed (so /lib64/ld-linux-x86-64.so.2 resolves as on the host), and the
+    target, a directory or a file, is bound. Paths below one already bound are left alone."""
+    if hops > 16:
+        raise LayerError(f"expose {path}: too many symlinks")
+    parts, here = [p for p in path.split("/") if p], ""
+    for i, part in enumerate(parts):
+        here += "/" + part
+        if not os.path.lexists(here):
+            return  # the host lacks it; nothing to show
+        covered = any(here == b or here.startswith(b + "/") for b in bound)
+        if os.path.islink(here):
+            link = os.readlink(here)
+            if not covered and not os.path.lexists(root + here):
+                os.symlink(link, root + here)
+            target = os.path.join(os.path.dirname(here), link, *parts[i + 1:])
+            return _expose(root, os.path.normpath(target), bound, hops + 1)
+        if covered:
+            continue
+        if i < len(parts) - 1 or os.path.isdir(here):
+            os.makedirs(root + here, exist_ok=True)
+        if i == len(parts) - 1:
+            if not os.path.isdir(here):
+                with open(root + here, "w"):
+                    pass
+            _bind_ro(here, root + here)
+            bound.add(here)
 
 
-def _build_root(root: str, scratch_mb: int, uid: int | None) -> None:
+def _hide(root: str, path: str) -> None:
+    """Cover a directory (site-packages) with an empty read-only tmpfs."""
+    target = root + path
+    if os.path.isdir(target) and not os.path.islink(target):
+        _mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               "size=4k,nr_inodes=1,mode=555")
+
+
+def _build_root(root: str, scratch_mb: int, uid: int | None, runtime: dict | None) -> None:
     """Mount the minimal root at `root` (see the module docstring), nothing from the host rw."""
+    if not runtime:
+        raise LayerError("no runtime layout to build the root from")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the host
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
-    for src in _runtime_dirs():
-        dst = root + src
-        if os.path.islink(src):
-            os.symlink(os.readlink(src), dst)
-        else:
-            os.makedirs(dst, exist_ok=True)
-            _bind_ro(src, dst)
-    os.makedirs(f"{root}/etc")
-    if os.path.isfile("/etc/ld.so.cache"):  # programs the code runs find their libraries
-        _bind_file("/etc/ld.so.cache", f"{root}/etc/ld.so.cache")
+    bound = set()
+    for path in runtime["expose"]:
+        _expose(root, path, bound)
+    for path in runtime["hide"]:
+        _hide(root, path)
     scratch = f"{root}/.scratch"
     os.makedirs(scratch)
     _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV,
@@ -140,13 +176,50 @@ def _drop_identity(uid: int | None) -> str:
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
                     ("inheritable", ctypes.c_uint32)]
 
+    _no_user_namespaces()
     data = (Data * 2)()  # all zero: no capabilities
     _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
     return "caps_dropped"
 
 
+def _no_user_namespaces() -> None:
+    """In our own user namespace only, allow no nested ones (seccomp refuses them too). The
+    sysctl is per user namespace; in the host's it would change the whole machine, so never
+    there."""
+    try:
+        if os.stat("/proc/self/ns/user").st_ino == INIT_USER_NS_INO:
+            return
+        with open("/proc/sys/user/max_user_namespaces", "w") as f:
+            f.write("0")
+    except OSError:
+        pass  # no /proc in the new root, or the kernel refuses: seccomp still applies
+
+
 def _no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def _join_cgroup(procs: list) -> None:
+    """Move this process into the run's cgroup(s) while it is still root and alone."""
+    for path in procs:
+        try:
+            with open(path, "w") as f:
+                f.write("0")
+        except OSError as e:
+            raise LayerError(f"join {path}: {e.strerror}") from None
+
+
+def _seccomp(program_hex: str) -> None:
+    """Install the filter (bytes of struct sock_filter) on this, the only, thread."""
+    program = bytes.fromhex(program_hex)
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = Fprog(len(program) // 8, ctypes.addressof(buf))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
+           "prctl(PR_SET_SECCOMP)")
 
 
 def _set_limits(limits: dict) -> None:
@@ -161,12 +234,14 @@ def _set_limits(limits: dict) -> None:
 def _confine(p: dict) -> dict:
     """Apply the requested layers; returns which ones took. Raises LayerError when strict."""
     layers = {}
-    steps = [("hidden_fs", p.get("fs"), lambda: _build_root(p["root"], p["scratch_mb"],
-                                                           p.get("uid"))),
+    steps = [("cgroup", p.get("cgroup_procs"), lambda: _join_cgroup(p["cgroup_procs"])),
+             ("hidden_fs", p.get("fs"), lambda: _build_root(p["root"], p["scratch_mb"],
+                                                           p.get("uid"), p.get("runtime"))),
              ("identity", p.get("uid") is not None or p.get("drop_caps"),
               lambda: _drop_identity(p.get("uid"))),
              ("no_new_privs", p.get("no_new_privs"), _no_new_privs),
-             ("rlimits", True, lambda: _set_limits(p["limits"]))]
+             ("rlimits", True, lambda: _set_limits(p["limits"])),
+             ("seccomp", p.get("seccomp"), lambda: _seccomp(p["seccomp"]))]
     for name, wanted, step in steps:
         if not wanted:
             layers[name] = False

@@ -6,20 +6,38 @@ records, files and sockets left in /tmp and /dev/shm). A program may read `ESBEN
 tested function's name, which a model knows from the prompt. Reference solutions must still
 score 1 under the same judge.
 
+The attacks of issue 20 on the sandbox itself run alone, each where the host has the layer that
+stops it (else skipped with the reason): memory beyond the ceiling (forked children, tmpfs pages
+in a nested namespace) is killed at the program's one cgroup limit and takes no more host memory
+than that; nested user namespaces, mounts, raw and netlink sockets and io_uring fail with EPERM
+(seccomp); the copy-answer program walks the whole visible tree and finds no data, even a copy
+planted where a system install would put it.
+
     python -m pytest tests/test_sandbox_hostile.py -q
 """
 import ast
+import dataclasses
 import glob
 import os
 import random
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
+import tasks.sandbox
+from tasks import cgroup, seccomp
 from tasks.mbpp import MBPP
-from tasks.sandbox import layers
+from tasks.sandbox import layers, run_python
 
-HOSTILE = sorted((Path(__file__).parent / "hostile").glob("*.py"))
+HERE = Path(__file__).parent / "hostile"
+# Memory attacks run alone below, at a small ceiling: five copies at once would cost the host GiBs
+# wherever a layer is missing.
+MEMORY_ATTACKS = ("fork_children_300mib", "tmpfs_nested_ns")
+HOSTILE = sorted(p for p in HERE.glob("*.py") if p.stem not in MEMORY_ATTACKS)
+CEILING_MB = 128
+SLACK_MB = 320  # other work on a shared host moves MemAvailable too
 ROWS = (11, 12, 59, 233, 367)  # strings, nested lists, ints, a float, setup code (all `==`)
 LEFTOVER_GLOBS = ("/tmp/esbench-hostile*", "/dev/shm/esbench-hostile*")
 
@@ -41,7 +59,7 @@ def _tested_function(test: str) -> str:
 
 
 def _sandbox_dirs() -> set[str]:
-    return set(glob.glob("/tmp/esbench-sandbox-*"))
+    return set(glob.glob(f"/tmp/esbench-sandbox-{os.getpid()}-*"))  # ours, not a neighbour's
 
 
 @pytest.mark.parametrize("program", HOSTILE, ids=[p.stem for p in HOSTILE])
@@ -70,6 +88,135 @@ def test_reference_solutions_still_score_one(task):
 
 def test_sandbox_layers_are_reported():
     active = layers()
-    assert active["rlimits"] and active["seccomp"] is False
+    assert active["rlimits"]
     if os.geteuid() == 0 and active["mount_ns"]:
         assert active["hidden_fs"] and active["private_tmp"] and active["no_new_privs"]
+    if os.geteuid() == 0 and isinstance(cgroup.backend(), cgroup.Backend):
+        assert active["cgroup"]
+    if os.geteuid() == 0 and seccomp.supported() and active["no_new_privs"]:
+        assert active["seccomp"]
+    assert "cgroup" in tasks.sandbox.REQUIRED
+    assert ("seccomp" in tasks.sandbox.REQUIRED) == seccomp.supported()
+
+
+def _need(layer: str) -> None:
+    if not layers()[layer]:
+        why = cgroup.backend() if layer == "cgroup" else "no filter for this architecture " \
+            "or prctl refused"
+        pytest.skip(f"no {layer} layer on this host ({why})")
+
+
+def _available_mib() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) >> 10
+
+
+def _host_mib_taken(call):
+    """(call(), the largest drop of the host's available memory while it ran, in MiB)."""
+    before, low, stop = _available_mib(), [_available_mib()], threading.Event()
+
+    def sample():
+        while not stop.wait(0.01):
+            low[0] = min(low[0], _available_mib())
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        return call(), before - low[0]
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def _attack(name: str, **params) -> str:
+    return "".join(f"{k} = {v!r}\n" for k, v in params.items()) + (HERE / f"{name}.py").read_text()
+
+
+def _no_sandbox_cgroups_left() -> bool:
+    where = cgroup.backend()
+    return not any(glob.glob(f"{d}/esbench-{os.getpid()}-*") for d in where.parents)
+
+
+def test_forked_children_share_one_memory_ceiling():
+    """8 children x 96 MiB each stay under RLIMIT_AS; together they pass the 128 MiB ceiling."""
+    _need("cgroup")
+    code = _attack("fork_children_300mib", ESBENCH_CHILDREN=8, ESBENCH_MIB=96)
+    result, taken = _host_mib_taken(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB))
+    assert not result.ok and result.out_of_memory, result
+    assert "8 of 8" not in result.stdout_tail
+    assert result.peak_memory_mb <= CEILING_MB
+    assert taken < CEILING_MB + SLACK_MB, f"the host lost {taken} MiB"
+    assert _no_sandbox_cgroups_left()
+
+
+def test_memory_attack_fails_a_correct_solution():
+    """A right answer that also forks past the ceiling scores 0: the run was killed."""
+    _need("cgroup")
+    task = MBPP(n_eval=None, timeout_s=20, memory_mb=CEILING_MB)
+    row = next(r for r in task.load("test") if r["task_id"] == 11)
+    attack = _attack("fork_children_300mib", ESBENCH_CHILDREN=4, ESBENCH_MIB=64)
+    code = f"{row['code']}\ntry:\n    exec({attack!r})\nexcept SystemExit:\n    pass\n"
+    assert task.reward([task.gold_completion(code=row["code"])], test_list=[row["test_list"]]) \
+        == [1.0]
+    assert task.reward([task.gold_completion(code=code)], test_list=[row["test_list"]]) == [0.0]
+
+
+def test_nested_user_namespace_is_refused():
+    _need("seccomp")
+    result = run_python(_attack("tmpfs_nested_ns", ESBENCH_TMPFS_MIB=512), timeout_s=20)
+    assert not result.ok
+    assert "unshare refused: Operation not permitted" in result.stdout_tail, result
+
+
+def test_tmpfs_pages_count_against_the_ceiling(monkeypatch):
+    """Without seccomp (as on an architecture it does not cover) the nested namespace opens, and
+    the cgroup alone must still stop an uncapped tmpfs at the ceiling."""
+    _need("cgroup")
+    without = dataclasses.replace(tasks.sandbox._mode(), seccomp=False)
+    monkeypatch.setattr(tasks.sandbox, "_mode", lambda: without)
+    code = _attack("tmpfs_nested_ns", ESBENCH_TMPFS_MIB=768)
+    result, taken = _host_mib_taken(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB))
+    if "unshare refused" in result.stdout_tail or "mount refused" in result.stdout_tail:
+        pytest.skip(f"this host refuses the nested namespace by itself: {result.stdout_tail}")
+    assert not result.ok and result.out_of_memory, result
+    assert "wrote 768 MiB" not in result.stdout_tail
+    assert result.peak_memory_mb <= CEILING_MB
+    assert taken < CEILING_MB + SLACK_MB, f"the host lost {taken} MiB"
+    assert _no_sandbox_cgroups_left()
+
+
+def test_kernel_surface_is_closed():
+    _need("seccomp")
+    result = run_python((HERE / "kernel_surface.py").read_text())
+    assert result.ok, result.stderr_tail
+    got = dict(line.split("=") for line in result.stdout_tail.splitlines())
+    closed = ("unshare_user", "unshare_mount", "clone_newuser", "setns", "mount", "af_packet",
+              "af_netlink", "raw_inet", "io_uring_setup", "ptrace", "keyctl", "bpf")
+    assert {k: got[k] for k in closed} == dict.fromkeys(closed, "EPERM")
+    assert got["tcp"] == got["unix"] == "ok"  # ordinary sockets still work
+
+
+@pytest.fixture
+def planted_copy():
+    """A copy of the data where a system install would put it, if this user may write there."""
+    data = Path(tasks.sandbox.__file__).parent / "data" / "mbpp" / "mbpp.jsonl"
+    target = Path(f"/usr/local/share/esbench-canary-{os.getpid()}")
+    try:
+        (target / "tasks" / "data" / "mbpp").mkdir(parents=True)
+        shutil.copy(data, target / "tasks" / "data" / "mbpp" / "mbpp.jsonl")
+    except OSError:
+        yield None
+    else:
+        yield target
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def test_visible_tree_holds_no_data(planted_copy):
+    """os.walk from / inside the sandbox: the interpreter's files, and no dataset, site-packages or
+    dist-packages anywhere (the planted copy sits below /usr, which older sandboxes showed)."""
+    _need("hidden_fs")
+    result = run_python((HERE / "copy_answer.py").read_text(), timeout_s=30)
+    assert result.ok, result.stderr_tail
+    *found, summary = result.stdout_tail.splitlines()
+    assert found == [] and summary.endswith("executed 0 reference solutions"), found[:5]
+    assert int(summary.split()[1]) > 100  # the walk saw the stdlib: it really ran
