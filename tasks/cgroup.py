@@ -150,8 +150,7 @@ class Cgroup:
                 d = self.dirs[0]
                 _write(f"{d}/memory.max", memory_bytes)
                 _write(f"{d}/memory.swap.max", 0)
-                if os.path.exists(f"{d}/memory.oom.group"):
-                    _write(f"{d}/memory.oom.group", 1)
+                _try_write(f"{d}/memory.oom.group", 1)  # kernels before 4.19 lack it
                 _write(f"{d}/pids.max", pids or "max")
             else:
                 memory, pid_dir = self.dirs
