@@ -15,6 +15,7 @@ import sys
 from hydra import compose, initialize_config_dir
 
 from harness.experiment import plan
+from harness.model_arg import rewrite_argv
 from harness.run import CONF_DIR
 
 
@@ -25,7 +26,7 @@ def command(argv: list[str]) -> list[str]:
                          "`python -m harness ... +run_index=I` for one run)")
     if not any(a.startswith("stamp=") for a in argv):
         raise SystemExit("esbench: error: pass stamp=NAME so every job writes into one folder (and reruns resume)")
-    plan_args = [a for a in argv if not a.startswith(("hydra.", "launcher="))]
+    plan_args = rewrite_argv(["launch", *(a for a in argv if not a.startswith(("hydra.", "launcher=")))])[1:]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=plan_args)
     n = len(plan(cfg))

@@ -345,3 +345,24 @@ def test_task_notes_are_listed_under_the_tables(tmp_path):
     for name in ("table.md", "summary.md"):
         text = (tmp_path / "out" / name).read_text()
         assert "## Task notes" in text and text.count(line) == 1   # distinct notes, once
+
+
+def test_analyze_writes_to_outputs_and_refuses_a_folder_without_records(tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    from harness.analysis.report import analyse, resolve
+    from harness.analysis.update import UpdateError
+    from harness.analyze import main
+    root = tmp_path / "runs" / "syn" / "s"
+    synthetic_experiment(root)
+    (tmp_path / "results" / "syn").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert resolve(root) == (root, Path("outputs/syn"))
+    # a tables folder: its newest experiment under runs/<group>/, and still outputs/, never the folder given
+    assert resolve(tmp_path / "results" / "syn", tmp_path / "runs") == (root, Path("outputs/syn"))
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty"), "--sparsity-prompts", "0"]) == 2
+    assert "esbench: error:" in capsys.readouterr().err
+    with pytest.raises(UpdateError, match="no run records under"):
+        analyse(tmp_path / "empty", tmp_path / "out")
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "out").exists()
