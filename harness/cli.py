@@ -37,13 +37,15 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from harness.experiment import ExperimentError
     from harness.plan import PlanError
     from harness.policy import ModelLoadError
+    from harness.reporting.report import NoRecords
     from methods.es_core import VariantError
     from tasks.base import TaskDataError
 
     # InterpolationResolutionError: a ${...} that cannot resolve, e.g. a budget priced for a model with no shape;
     # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
     return (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-            ConfigError, EngineError, InterpolationResolutionError, PlanError, DistributedError, VariantError)
+            ConfigError, EngineError, InterpolationResolutionError, PlanError, DistributedError, VariantError,
+            NoRecords)
 
 
 def fail(e: BaseException) -> None:
