@@ -11,9 +11,11 @@ stops it (else skipped with the reason): memory beyond the ceiling (forked child
 in a nested namespace) is killed at the program's one cgroup limit and takes no more host memory
 than that; nested user namespaces, mounts, raw and netlink sockets and io_uring fail with EPERM
 (seccomp); the copy-answer program walks the whole visible tree and finds no data, even a copy
-planted where a system install would put it.
+planted where a system install would put it. The memory attacks at their found size (GiBs asked
+for) are marked slow: they cost the host up to the 512 MiB ceiling each.
 
     python -m pytest tests/test_sandbox_hostile.py -q
+    python -m pytest tests/test_sandbox_hostile.py -q -m slow
 """
 import ast
 import dataclasses
@@ -220,3 +222,18 @@ def test_visible_tree_holds_no_data(planted_copy):
     *found, summary = result.stdout_tail.splitlines()
     assert found == [] and summary.endswith("executed 0 reference solutions"), found[:5]
     assert int(summary.split()[1]) > 100  # the walk saw the stdlib: it really ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MEMORY_ATTACKS)
+def test_memory_attacks_at_full_size_score_zero(task, name):
+    """The attacks as found (8 x 300 MiB; 1.5 GiB of tmpfs) against MBPP's own 512 MiB ceiling:
+    the completion scores 0 and the host loses no more than the ceiling."""
+    _need("cgroup")
+    row = next(r for r in task.load("test") if r["task_id"] == 11)
+    completion = f"```python\n{(HERE / f'{name}.py').read_text()}\n```"
+    rewards, taken = _host_mib_taken(lambda: task.reward([completion],
+                                                         test_list=[row["test_list"]]))
+    assert rewards == [0.0]
+    assert taken < task.memory_mb + SLACK_MB, f"the host lost {taken} MiB"
+    assert _no_sandbox_cgroups_left()
