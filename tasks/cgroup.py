@@ -98,7 +98,8 @@ def _v2(mounts, own) -> Backend | str:
     except OSError as e:
         # A cgroup with processes of its own cannot hand controllers to children (EBUSY).
         return (f"cgroup2 at {parent}: cannot enable memory and pids for child cgroups "
-                f"({e.strerror}); run the harness in a delegated cgroup of its own")
+                f"({e.strerror}); run the harness in a delegated cgroup of its own, e.g. "
+                "systemd-run --user --scope -p Delegate=yes python -m harness ...")
     if not os.access(parent, os.W_OK):
         return f"cgroup2 at {parent} is not writable"
     return Backend(2, (parent,))
