@@ -4,7 +4,7 @@ Builds random-weight models from the real shapes in harness/shapes/ (no download
   gen      pure vLLM greedy generation at ES's batch shape (prompts x new tokens): tokens/s
   es-hf    one ES iteration on the HF engine: time split (generate, perturb+restore, reward, update)
   es-vllm  the same iteration on vLLM, same member seeds; member rewards compared with es-hf
-  grpo     one GRPO step with TRL's vLLM colocate mode (methods/grpo.py + harness.engines.trl_vllm_kwargs)
+  grpo     two GRPO steps with TRL's vLLM colocate mode (method=grpo engine=vllm, as methods/grpo.py builds it)
   epg      method.engines_per_gpu = 1, 2, 4: that many ES workers (Ray actors, one vLLM engine each) on one GPU
 and the peak GPU memory of each. Each measurement runs in its own process (memory is released between them).
 Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in fp32, is the strict check),
@@ -13,6 +13,10 @@ Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in f
     python -m harness.gpu_check                                   # every shape (long: budget ~1 h on one H200)
     python -m harness.gpu_check --shapes qwen2.5-0.5b,qwen2.5-7b --sections gen,es-hf,es-vllm
     python -m harness.gpu_check --smoke                           # CPU: tiny versions of the shapes, code path only
+
+--smoke runs every section on CPU (what a CPU cannot cover is printed with the results; SMOKE_NOT_COVERED);
+the vLLM CI venv runs it on the first shape (tests/test_gpu_check.py), so a section that breaks fails CI.
+A failed measurement reports the child's exception line and its traceback, without exit noise.
 
 The member-reward check uses a token-level toy reward (random weights emit no task answers) and short
 completions in fp32 on the first shape: the engines must then pick the same greedy tokens. bf16 shapes
@@ -24,6 +28,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -37,6 +42,16 @@ SHAPES_DIR = Path(__file__).parent / "shapes"
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
 SECTIONS = ("gen", "es-hf", "es-vllm", "grpo", "epg")
 TAG = "GPU_CHECK_RESULT "
+# What --smoke runs every code path of, but cannot measure on a CPU (printed with its results).
+SMOKE_NOT_COVERED = (
+    "GPU memory figures (peak allocated, device used) are not measured",
+    "bf16: the smoke builds and runs fp32 only (the bf16 reward comparison runs on fp32 numbers)",
+    "vLLM runs eager (enforce_eager, no CUDA graphs) with a fixed 1 GiB KV cache instead of gpu_memory_utilization",
+    "epg: K Ray workers are K CPU processes (num_cpus=1); sharing one GPU (num_gpus=1/K, memory split K ways) "
+    "is not exercised, and K=4 is not run",
+    "grpo: no gradient checkpointing and no bf16 autocast (GPU-only settings of methods/grpo.py)",
+    "shapes: each shape's architecture and vocabulary with a tiny body (2 layers, hidden 128), not its real size",
+)
 
 
 # ---- one measurement (runs in a child process) ----
@@ -162,43 +177,36 @@ def _device_memory() -> dict:
 
 
 def grpo_step(job: dict, prompts: list[str]) -> dict:
-    """One GRPO optimizer step with TRL generating on a colocated vLLM (the engine=vllm wiring)."""
-    from trl import GRPOConfig
-
+    """GRPO optimizer steps with TRL generating on a colocated vLLM: `method=grpo engine=vllm` as a run builds it."""
     from harness.budget import Ledger
-    from harness.engines import trl_vllm_kwargs
     from harness.policy import load_policy
     from methods import grpo
     from tasks.countdown import Countdown
 
-    extra = trl_vllm_kwargs({"name": "vllm", "gpu_memory_utilization": job["grpo_vllm_memory"]},
-                            max_model_len=job["max_model_len"])
-
-    class VLLMConfig(GRPOConfig):
-        def __init__(self, **kw):
-            super().__init__(**kw, **extra)
-
-    grpo.GRPOConfig = VLLMConfig
-    if not torch.cuda.is_available():  # CPU smoke: settings TRL does not expose
+    gpu = torch.cuda.is_available()
+    if not gpu:  # CPU smoke: settings TRL does not expose (as tests/test_engines.py does)
         import trl.generation.vllm_generation as trl_vllm
         real = trl_vllm.LLM
         trl_vllm.LLM = lambda **kw: real(**kw, enforce_eager=True, kv_cache_memory_bytes=2**30)
-    policy = load_policy(job["model_dir"], job["dtype"], device="cuda" if torch.cuda.is_available() else "cpu")
+    policy = load_policy(job["model_dir"], job["dtype"], device="cuda" if gpu else "cpu")
 
     class Toy(Countdown):
         def reward(self, completions, completion_ids=None, **kw):
             return [sum(t % 7 for t in ids) / (6 * max(len(ids), 1)) for ids in completion_ids]
 
+    engine = {"name": "vllm", "gpu_memory_utilization": job["grpo_vllm_memory"], "max_model_len": job["max_model_len"]}
     method = grpo.GRPO(prompts_per_step=job["grpo_prompts"], num_generations=job["grpo_generations"],
                        max_completion_length=job["new_tokens"], learning_rate=1e-6, beta=0.0, max_steps=2,
-                       gradient_checkpointing=torch.cuda.is_available())
+                       gradient_checkpointing=gpu, engine=engine)
+    ledger = Ledger(limit=1e30)
     with tempfile.TemporaryDirectory() as d:
-        ledger = Ledger(limit=1e30)
         a = time.perf_counter()
         summary = method.train(policy, Toy(source="zoo", template="compact", max_new_tokens=job["new_tokens"]),
                                ledger, Path(d))
-        rows = [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
-    return {"total_s": time.perf_counter() - a, "steps": summary["steps"], "step_s": [r["step_s"] for r in rows],
+        total = time.perf_counter() - a
+    # the step log is the ledger's history (what a run keeps in its record); wall_s is cumulative train time
+    walls = [s.wall_s for s in ledger.history]
+    return {"total_s": total, "steps": summary["steps"], "step_s": [b - a for a, b in zip([0.0] + walls, walls)],
             "token_cross_check": "held (GRPO raises otherwise)", "flops": ledger.flops}
 
 
@@ -218,16 +226,36 @@ def engines_per_gpu(job: dict) -> dict:
     es = ES(population=pop, prompts_per_iteration=job["prompts"], sigma=job["sigma"], alpha=job["sigma"] / 2,
             generation_batch_size=job["prompts"], checkpoint_every=0)
     engine = {"name": "vllm", **job["engine"], "engines_per_gpu": k}
+    ledger = Ledger(limit=2 * pop * job["prompts"], kind="samples")
     with tempfile.TemporaryDirectory() as d:
-        Population(es, engine, k, use_ray=True, threads=1).train(
-            policy, task, Ledger(limit=2 * pop * job["prompts"], kind="samples"), Path(d))
-        rows = [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
-    last = rows[-1]
-    return {"workers": k, "population": pop, "iteration_s": last["wall_s"],
-            "sequences_per_s": pop * job["prompts"] / last["wall_s"], "tokens_per_s": last["tokens"] / last["wall_s"]}
+        Population(es, engine, k, use_ray=True, threads=1).train(policy, task, ledger, Path(d))
+    last = ledger.history[-1].extras  # the step log is the ledger's history (what a run keeps in its record)
+    return {"workers": k, "population": pop, "iterations": ledger.steps, "iteration_s": last["step_s"],
+            "sequences_per_s": pop * job["prompts"] / last["step_s"], "tokens_per_s": last["tokens"] / last["step_s"]}
 
 
 # ---- the orchestration (parent process) ----
+# Lines a child prints that say nothing about why it failed: nanobind's leak report (triton's bindings,
+# at every exit of a process that imported vLLM), traceback carets, progress bars, torch.distributed's
+# "[rank0]: " prefix.
+EXIT_NOISE = re.compile(r"^(nanobind: |See https://nanobind| - (leaked|\.\.\. skipped)|\s*[\^~]*\s*$)")
+PROGRESS = re.compile(r"\d+%\|| \d+% Completed \|")
+RANK = re.compile(r"^\[rank\d+\]: ")
+
+
+def child_error(output: str, keep: int = 15) -> dict:
+    """The real error of a failed child: its last exception line and the lines before it, exit noise removed."""
+    lines = [RANK.sub("", x) for x in output.replace("\r", "\n").splitlines()]
+    lines = [x for x in lines if not EXIT_NOISE.match(x) and not PROGRESS.search(x)]
+    starts = [i for i, x in enumerate(lines) if x.startswith("Traceback (most recent call last)")]
+    if starts:  # keep the last traceback: its frames, then the exception line(s) after them
+        tb = lines[starts[-1]:]
+        end = next((i for i in range(1, len(tb)) if not tb[i].startswith((" ", "\t"))), len(tb) - 1)
+        exception = tb[end]
+        return {"exception": exception, "tail": (tb[:end + 1])[-keep:]}
+    return {"exception": lines[-1] if lines else "(no output)", "tail": lines[-keep:]}
+
+
 def run_child(job: dict, timeout: int) -> dict:
     a = time.perf_counter()
     try:
@@ -237,8 +265,8 @@ def run_child(job: dict, timeout: int) -> dict:
         return {"error": f"timed out after {timeout}s"}
     lines = [x[len(TAG):] for x in p.stdout.splitlines() if x.startswith(TAG)]
     if p.returncode or not lines:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-15:]
-        return {"error": f"exit {p.returncode}", "tail": tail}
+        err = child_error(p.stderr + "\n" + p.stdout)
+        return {"error": f"exit {p.returncode}: {err['exception']}", "tail": err["tail"]}
     res = json.loads(lines[-1])
     res["process_s"] = time.perf_counter() - a
     return res
@@ -279,6 +307,7 @@ def main(argv=None) -> int:
         return 2
     if a.smoke:
         a.prompts, a.new_tokens, a.population, a.dtype = min(a.prompts, 16), min(a.new_tokens, 16), 3, "float32"
+        a.grpo_prompts, a.grpo_generations = min(a.grpo_prompts, 2), min(a.grpo_generations, 4)
         a.engines_per_gpu = "1,2" if a.engines_per_gpu == "1,2,4" else a.engines_per_gpu
     engine = {"gpu_memory_utilization": a.gpu_memory_utilization,
               "max_model_len": None, "max_num_seqs": max(256, a.prompts)}
@@ -312,8 +341,11 @@ def main(argv=None) -> int:
                 if strict:  # fp32, short completions: must agree
                     job = dict(base, model_dir=dirs["float32"], dtype="float32", new_tokens=a.check_tokens,
                                prompts=min(a.prompts, 64))
-                    h, v = run_child(dict(job, section="es-hf"), a.timeout), run_child(dict(job, section="es-vllm"),
-                                                                                      a.timeout)
+                    if job == main_job:  # (the smoke) the iterations above were already this check
+                        h, v = res.get("es-hf", {}), res.get("es-vllm", {})
+                    else:
+                        h, v = (run_child(dict(job, section="es-hf"), a.timeout),
+                                run_child(dict(job, section="es-vllm"), a.timeout))
                     res["reward_check_fp32"] = compare(h, v, strict=True)
                     print(shape, "reward check (fp32)", json.dumps(res["reward_check_fp32"]), flush=True)
                     if not res["reward_check_fp32"].get("agree"):
@@ -323,12 +355,24 @@ def main(argv=None) -> int:
                 shutil.rmtree(d, ignore_errors=True)
             if any("error" in v for v in res.values() if isinstance(v, dict)):
                 status = 2 if status == 0 else status
+    if a.smoke:
+        results["not_covered_on_cpu"] = list(SMOKE_NOT_COVERED)
     print(json.dumps(results, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1) + "\n")
+    for shape, res in results["shapes"].items():
+        print(f"{shape}: " + ", ".join(f"{k} {_verdict(k, v)}" for k, v in res.items()))
+    if a.smoke:
+        print("gpu_check --smoke: every code path ran on CPU; not covered:\n  - " + "\n  - ".join(SMOKE_NOT_COVERED))
     print({0: "gpu_check: ok", 1: "gpu_check: vLLM and HF DISAGREE on member rewards",
            2: "gpu_check: a measurement failed (see 'error')"}[status])
     return status
+
+
+def _verdict(key: str, v: dict) -> str:
+    if "error" in v:
+        return "FAILED"
+    return ("agree" if v.get("agree") else "DISAGREE") if key.startswith("reward_check") else "ok"
 
 
 def compare(h: dict, v: dict, strict: bool) -> dict:
