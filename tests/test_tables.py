@@ -329,7 +329,7 @@ def test_a_partly_interrupted_grid_point_is_marked_in_every_table(tmp_path):
     write_report(tmp_path, tmp_path / "out")
     table = (tmp_path / "out" / "table.md").read_text()
     row = next(line for line in table.splitlines() if "best of 2" in line)
-    assert "1 points with fewer seeds than planned" in row and "| 2/2 (grid 3/4*, 1 INTERRUPTED) |" in row
+    assert "1 point with fewer seeds than planned" in row and "| 2/2 (grid 3/4*, 1 INTERRUPTED) |" in row
     assert "40.0 [40.0, 40.0]*" in row and "on an RL grid row, runs of any point of its grid" in table
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "| m | 20.0 | 40.0* |" in summary and "of any point of its grid" in summary

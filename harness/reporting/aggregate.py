@@ -175,7 +175,7 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         row["point_label"] = row["label"]  # short name for plot legends
         partial = int(((g["n_ok"] > 0) & (g["n_ok"] < g["n_planned"])).sum())
         shortfall = ("" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING") + \
-            (f"; {partial} points with fewer seeds than planned" if partial else "")
+            (f"; {partial} point{'s' * (partial != 1)} with fewer seeds than planned" if partial else "")
         row["label"] = f"{row['label']} (best of {len(g)} on validation{shortfall})"
         row["column"] = cell
         # The choice saw only the grid's successful runs: a seed interrupted on another point marks this row too.
