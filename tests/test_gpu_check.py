@@ -56,7 +56,8 @@ def test_failed_child_reports_its_exception_not_exit_noise():
 def test_child_error_keeps_the_last_traceback_and_a_plain_tail():
     chained = ("Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'x'\n\n"
                "During handling of the above exception, another exception occurred:\n\n"
-               "Traceback (most recent call last):\n  File \"b.py\", line 2\nValueError: bad\nnanobind: leaked 1 types!\n")
+               "Traceback (most recent call last):\n  File \"b.py\", line 2\nValueError: bad\n"
+               "nanobind: leaked 1 types!\n")
     assert child_error(chained)["exception"] == "ValueError: bad"
     killed = "step 1\nstep 2\nnanobind: leaked 3 functions!\n - leaked function \"f\"\n"
     assert child_error(killed) == {"exception": "step 2", "tail": ["step 1", "step 2"]}
