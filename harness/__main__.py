@@ -3,8 +3,7 @@
 Before Hydra sees the arguments: `model=<hub id or folder>` becomes a generic model config
 (harness/model_arg.py), and under accelerate/torchrun every rank gets one stamp. Nothing heavy is
 imported until the config has been checked (harness/cli.py): on this 2-core machine
-`python -m harness task=nosuch` answers in about 1.5 s (9.0 s before), and a model folder that does
-not exist in 0.1 s.
+`python -m harness task=nosuch` answers in 1.1 s (9.0 s before), and `model=./no/such/model` in 0.4 s.
 """
 import os
 import sys
