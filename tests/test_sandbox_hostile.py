@@ -129,6 +129,16 @@ def _host_mib_taken(call):
         watcher.join()
 
 
+def _within_ceiling(call, ceiling_mb: int):
+    """call()'s result, asserting the host lost at most the ceiling (+ SLACK_MB) meanwhile; a
+    second try only when the first saw more, since a neighbour's work can coincide once."""
+    for attempt in range(2):
+        result, taken = _host_mib_taken(call)
+        if taken < ceiling_mb + SLACK_MB:
+            return result
+    raise AssertionError(f"the host lost {taken} MiB with a {ceiling_mb} MiB ceiling, twice")
+
+
 def _attack(name: str, **params) -> str:
     return "".join(f"{k} = {v!r}\n" for k, v in params.items()) + (HERE / f"{name}.py").read_text()
 
@@ -142,11 +152,11 @@ def test_forked_children_share_one_memory_ceiling():
     """8 children x 96 MiB each stay under RLIMIT_AS; together they pass the 128 MiB ceiling."""
     _need("cgroup")
     code = _attack("fork_children_300mib", ESBENCH_CHILDREN=8, ESBENCH_MIB=96)
-    result, taken = _host_mib_taken(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB))
+    result = _within_ceiling(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB),
+                             CEILING_MB)
     assert not result.ok and result.out_of_memory, result
     assert "8 of 8" not in result.stdout_tail
     assert result.peak_memory_mb <= CEILING_MB
-    assert taken < CEILING_MB + SLACK_MB, f"the host lost {taken} MiB"
     assert _no_sandbox_cgroups_left()
 
 
@@ -176,13 +186,13 @@ def test_tmpfs_pages_count_against_the_ceiling(monkeypatch):
     without = dataclasses.replace(tasks.sandbox._mode(), seccomp=False)
     monkeypatch.setattr(tasks.sandbox, "_mode", lambda: without)
     code = _attack("tmpfs_nested_ns", ESBENCH_TMPFS_MIB=768)
-    result, taken = _host_mib_taken(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB))
+    result = _within_ceiling(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB),
+                             CEILING_MB)
     if "unshare refused" in result.stdout_tail or "mount refused" in result.stdout_tail:
         pytest.skip(f"this host refuses the nested namespace by itself: {result.stdout_tail}")
     assert not result.ok and result.out_of_memory, result
     assert "wrote 768 MiB" not in result.stdout_tail
     assert result.peak_memory_mb <= CEILING_MB
-    assert taken < CEILING_MB + SLACK_MB, f"the host lost {taken} MiB"
     assert _no_sandbox_cgroups_left()
 
 
@@ -232,8 +242,7 @@ def test_memory_attacks_at_full_size_score_zero(task, name):
     _need("cgroup")
     row = next(r for r in task.load("test") if r["task_id"] == 11)
     completion = f"```python\n{(HERE / f'{name}.py').read_text()}\n```"
-    rewards, taken = _host_mib_taken(lambda: task.reward([completion],
-                                                         test_list=[row["test_list"]]))
+    rewards = _within_ceiling(lambda: task.reward([completion], test_list=[row["test_list"]]),
+                              task.memory_mb)
     assert rewards == [0.0]
-    assert taken < task.memory_mb + SLACK_MB, f"the host lost {taken} MiB"
     assert _no_sandbox_cgroups_left()
