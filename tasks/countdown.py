@@ -14,9 +14,13 @@ Templates: "compact" for the zoo's base models (`3 7 12>22:` -> `(12+7)+3`), and
 instruct models (reasoning in <think></think>, final equation in <answer></answer>).
 
 Reward (the ES paper's / TinyZero's rule, on the completion only): 1 if the answer uses exactly the
-given numbers, each once, only + - * / ( ), and evaluates within 1e-5 of the target; plus, for the
-think template, 0.1 x format score (1.0 for <think>...</think> then <answer>...</answer>, else
-0.1 for a think pair + 0.5 for an answer pair).
+given numbers, each once, only + - * / ( ), and evaluates to the target; plus, for the think
+template, 0.1 x format score (1.0 for <think>...</think> then <answer>...</answer>, else 0.1 for a
+think pair + 0.5 for an answer pair). "Evaluates to" is exact: the equation is computed in
+fractions.Fraction and compared without tolerance. TinyZero compares floats within 1e-5, which
+accepts near-misses such as 5+1/(99*98*97) for target 5 (reachable with 5-6 numbers, or target 0);
+on the shipped data (at most 4 numbers below 100, targets from 1) no near-miss is that close, so
+their scores are the same either way.
 """
 from __future__ import annotations
 
@@ -134,7 +138,7 @@ class Countdown:
         return text or None
 
     def is_correct(self, completion: str, nums: list[int], target: float, **_) -> bool:
-        """True when the completion's equation uses exactly `nums` and hits `target` within 1e-5."""
+        """True when the completion's equation uses exactly `nums` and equals `target` exactly."""
         eq = self.extract_answer(completion)
         if eq is None:
             return False
@@ -142,7 +146,7 @@ class Countdown:
             value, used = evaluate(eq)
         except UnsafeExpression:
             return False
-        return sorted(used) == sorted(nums) and abs(value - Fraction(target)) < 1e-5
+        return sorted(used) == sorted(nums) and value == Fraction(target)  # no tolerance
 
     def gold_completion(self, nums: list[int], target: int, solution: str | None = None, **_) -> str:
         """A correct completion in this task's template (solved by brute force when no solution is stored)."""
@@ -267,10 +271,11 @@ def _show(value) -> str:
 def solve(nums: list[int], target: float) -> str | None:
     """Brute force: an equation over all of `nums` equal to `target`, or None (fine for <= 4 numbers)."""
     exprs = [(Fraction(n), str(n)) for n in nums]
+    goal = Fraction(target)  # exact, as `is_correct` grades
 
     def search(items: list[tuple[Fraction, str]]) -> str | None:
         if len(items) == 1:
-            return items[0][1] if abs(float(items[0][0]) - float(target)) < 1e-5 else None
+            return items[0][1] if items[0][0] == goal else None
         for i, j in itertools.permutations(range(len(items)), 2):
             (a, ea), (b, eb) = items[i], items[j]
             rest = [items[k] for k in range(len(items)) if k not in (i, j)]

@@ -11,10 +11,12 @@ Here the gold answer is extracted exactly that way. The prediction is more lenie
 models restate and format numbers freely (rules chosen on tests/data/gsm8k_grading.jsonl, a
 hand-judged corpus). In order, the first rule that yields a number wins:
 1. the prompt asks the model to end with `#### <number>`: the first number on the first non-blank
-   line after the *last* `####` ("#### three" counts as 3);
+   line after the *last* `####` ("#### three" counts as 3, "#### twenty-five" as 25; words are read
+   as one numeral, never added up: "#### nine nine" is no number);
 2. the number after the last "the answer is" / "answer:" phrase, on that line ("The answer is 64
    dollars for 16 glasses." is 64), unless it starts an expression ("answer: 3 + 4 = 7");
-3. math-verify (as in tasks/math500.py) on the end of the completion, for \\boxed{} and LaTeX;
+3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guard and
+   time limit as MATH-500 (tasks/bounded.py: the same answer on any thread, 0 after 5 s);
 4. the last number in the completion.
 Numbers may carry thousands separators (commas or spaces: "70,000", "70 000"), a `$`, decimals
 ("5.00") and a fraction bar ("36/2" is 18, never 36); they are compared as floats with absolute
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from fractions import Fraction
+
 import datasets
 
+from tasks import bounded
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
                         user_path)
 
@@ -49,11 +52,12 @@ _NUMBER = re.compile(r"(?:(?<![\w)\]])-)?(?<![\d.])" + _UNSIGNED
                      + r"(?:\s*/\s*(" + _UNSIGNED + r"))?(?![\d])")
 _PHRASE = re.compile(r"\banswer\b\**\s*(?:is\b|was\b|:|=)", re.I)
 _OPERATOR_NEXT = re.compile(r"\s*[-+*/x\u00d7=]\s*\$?\d")  # "answer: 3 + 4 = 7" is working
-_WORDS = {w: i for i, w in enumerate(
+_UNITS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen".split())}
-_WORDS.update({w: 10 * i for i, w in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)})
+_TENS = {w: 10 * i for i, w in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_NUMBER_WORDS = {*_UNITS, *_TENS, "hundred", "thousand"}
 MATH_VERIFY_CHARS = 1000  # math-verify reads only the end of a completion: bounded time
 
 
@@ -86,22 +90,52 @@ def _last_number(text: str) -> float | None:
 
 
 def _word_number(text: str) -> float | None:
-    """"three", "twenty-five", "one hundred and five", "minus four" at the start of `text`."""
-    words = re.findall(r"[a-z]+", text[:200].lower())
-    sign = -1 if words[:1] == ["minus"] else 1
-    total = current = 0
-    seen = False
-    for w in words[1:] if sign < 0 else words:
-        if w in _WORDS:
-            current += _WORDS[w]
-        elif w == "hundred" and seen:
-            current *= 100
-        elif w == "thousand" and seen:
-            total, current = total + current * 1000, 0
-        elif w != "and" or not seen:
-            break
-        seen = True
-    return float(sign * (total + current)) if seen else None
+    """One number in words at the start of `text`: "three", "twenty-five", "one hundred and five",
+    "two thousand three hundred", "minus four". Words are read as one English numeral, never
+    added up: "nine nine", "ten eight" and "six six six" are no number (None), where a sum would
+    make each of them 18. Reading stops at punctuation ("three. Three apples" is 3).
+    """
+    words = re.findall(r"[a-z]+|[^\sa-z-]", text[:200].lower())  # hyphens separate words
+    sign, i = (-1, 1) if words[:1] == ["minus"] else (1, 0)
+    value, i = _below_million(words, i)
+    if value is None:
+        return None
+    if words[i:i + 1] == ["and"]:
+        i += 1
+    if i < len(words) and words[i] in _NUMBER_WORDS:  # another numeral follows: not one number
+        return None
+    return float(sign * value)
+
+
+def _below_hundred(words: list[str], i: int) -> tuple[int | None, int]:
+    word = words[i] if i < len(words) else ""
+    if word in _UNITS:
+        return _UNITS[word], i + 1
+    if word not in _TENS:
+        return None, i
+    nxt = words[i + 1] if i + 1 < len(words) else ""
+    if 1 <= _UNITS.get(nxt, 0) <= 9:  # "twenty-five", "twenty five"
+        return _TENS[word] + _UNITS[nxt], i + 2
+    return _TENS[word], i + 1
+
+
+def _scaled(words: list[str], i: int, below, scale: str, factor: int, top: int):
+    """`below` words, optionally times `factor` ("hundred", "thousand") plus an optional rest."""
+    value, i = below(words, i)
+    if value is None or not 1 <= value <= top or words[i:i + 1] != [scale]:
+        return value, i
+    value, i = value * factor, i + 1
+    j = i + 1 if words[i:i + 1] == ["and"] else i
+    rest, j = below(words, j)
+    return (value + rest, j) if rest else (value, i)
+
+
+def _below_thousand(words: list[str], i: int) -> tuple[int | None, int]:
+    return _scaled(words, i, _below_hundred, "hundred", 100, 99)  # "twelve hundred"
+
+
+def _below_million(words: list[str], i: int) -> tuple[int | None, int]:
+    return _scaled(words, i, _below_thousand, "thousand", 1000, 999)
 
 
 def _marker_answer(text: str) -> float | None:
@@ -132,21 +166,11 @@ def _math_verify_answer(text: str) -> float | None:
     """
     if "\\" not in text:
         return None
-    from tasks.math500 import TIMEOUT_S, _risky  # the same guard against sympy running for ever
     tail = text[-MATH_VERIFY_CHARS:]
-    if _risky(tail):
+    if bounded.risky(tail):  # the same guard and limit as MATH-500 (tasks/bounded.py)
+        bounded.count_refused()
         return None
-    from math_verify import parse  # imports sympy: pay for it only when the cheap rules fail
-    timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
-    try:
-        parsed = parse(tail, parsing_timeout=timeout)
-        value = parsed[0] if parsed else None
-        if value is None or not getattr(value, "is_number", False) or not value.is_real:
-            return None
-        value = float(value)
-        return value if math.isfinite(value) else None
-    except Exception:  # noqa: BLE001 - an unparsable answer is no answer, never a crash
-        return None
+    return bounded.number(tail)
 
 
 def predict(text: str) -> float | None:

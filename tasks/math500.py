@@ -10,35 +10,28 @@ Answer normalisation: Hugging Face `math-verify` (the checker used by open-r1 an
 `verify(parse(gold), parse(prediction))` with the gold first (the comparison is not symmetric).
 The gold is the `answer` column wrapped in \\boxed{}; the prediction is the last \\boxed{...} of the
 completion, or the whole completion when it has none (math-verify then looks for other anchors such
-as "the final answer is"). math-verify's timeouts use SIGALRM, which works only in the main thread:
-off the main thread it runs with its timeouts off, and a cheap guard rejects the answers that can
-make sympy run for ever (power towers, huge exponents, chained factorials, >1,000 characters)
-everywhere, so a completion scores the same in any thread. `extract_answer` (for maj@k) is the last
-\\boxed{} content under a light string normalisation after Hendrycks et al.'s MATH `_strip_string`.
+as "the final answer is"). math-verify can run for ever on a short answer, and its own timeouts
+(SIGALRM) work only on the main thread, so it runs as tasks/bounded.py says: a linear guard refuses
+the shapes that explode (power towers, huge exponents, factorials of powers, deep nesting, >1,000
+characters), and the rest is verified in a worker process killed after 5 s (score 0, counted in
+`run_info()`), so a completion scores the same on any thread and no answer stalls a run.
+`extract_answer` (for maj@k) is the last \\boxed{} content under a light string normalisation after
+Hendrycks et al.'s MATH `_strip_string`.
 
     python -m pytest tests/test_task_math500.py -q
 """
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 import datasets
 
+from tasks import bounded
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
                         user_path)
 
 PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
-TIMEOUT_S = 5  # math-verify's own default; whole seconds (signal.alarm)
-MAX_ANSWER_CHARS = 1000  # the longest gold answer has 53
-_RISKY = re.compile(
-    r"\^\s*\{[^{}]*\^"  # a power inside an exponent: 2^{2^{100}}
-    r"|\^\s*\(?\s*\d[\d\s]*\)?\s*\^"  # chained powers: 9^9^9
-    r"|\^\s*\{?\s*\(?\s*-?\d{5,}"  # five-digit exponents: 9^{99999}
-    r"|(?<!\\)!\s*!"  # chained factorials: 100!!!; "\!" is a LaTeX thin space
-    r"|\d{5,}\s*!"  # factorials of five-digit numbers
-)
 _COLUMNS = ("problem", "answer")
 _OPTIONAL = {"solution": str, "subject": str, "level": int, "unique_id": str}
 
@@ -75,10 +68,6 @@ def normalise(answer: str) -> str:
     if re.fullmatch(r"[a-z]=[^=]+", s):  # "x=5" -> "5", as MATH does for short assignments
         s = s.split("=", 1)[1]
     return s
-
-
-def _risky(text: str) -> bool:
-    return len(text) > MAX_ANSWER_CHARS or bool(_RISKY.search(text))
 
 
 class MATH500:
@@ -136,9 +125,10 @@ class MATH500:
         """math-verify equivalence of the completion's final answer with the gold `answer`."""
         boxed = last_boxed(completion)
         pred = completion if boxed is None else f"\\boxed{{{boxed}}}"
-        if _risky(boxed if boxed is not None else completion):
+        if bounded.risky(boxed if boxed is not None else completion):
+            bounded.count_refused()
             return False
-        return _verify(f"\\boxed{{{answer}}}", pred)
+        return bounded.verify(f"\\boxed{{{answer}}}", pred)
 
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when math-verify accepts the final answer, else 0.
@@ -149,18 +139,9 @@ class MATH500:
         """
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
 
-
-def _verify(gold: str, pred: str) -> bool:
-    from math_verify import parse, verify  # imports sympy: pay for it only when scoring
-
-    timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
-    try:
-        gold_parsed = parse(gold, parsing_timeout=timeout)
-        pred_parsed = parse(pred, parsing_timeout=timeout)
-        return bool(gold_parsed and pred_parsed and verify(gold_parsed, pred_parsed,
-                                                           timeout_seconds=timeout))
-    except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
-        return False
+    def run_info(self) -> dict:
+        """What a run record should keep: how often the math-verify guard and limit fired."""
+        return {"math_verify": bounded.stats()}
 
 
 def _row(raw, path: Path, line: int) -> dict:

@@ -42,11 +42,22 @@ def test_think_template_format_scores():
     assert t.is_correct("<answer>1+1</answer> <answer>(12+7)+3</answer>", NUMS, TARGET)
 
 
-def test_division_exact_and_tolerance():
+def test_division_is_exact_and_there_is_no_tolerance():
     assert evaluate("12/(7-3)")[0] == 3
     t = Countdown()
     assert t.is_correct("12/(3/7)", [3, 7, 12], 28)
     assert not t.is_correct("12/(3/7)", [3, 7, 12], 28.001)
+    # near-misses within TinyZero's 1e-5 float tolerance once scored full marks
+    assert abs(float(evaluate("5+1/(99*98*97)")[0]) - 5) < 1e-5
+    assert not t.is_correct("5+1/(99*98*97)", [5, 1, 99, 98, 97], 5)
+    assert not t.is_correct("1/(99*98*97)", [1, 99, 98, 97], 0)
+    assert t.reward(["5+1/(99*98*97)", "5*1+99-98-(97-96)"], nums=[[5, 1, 99, 98, 97],
+                    [5, 1, 99, 98, 97, 96]], target=[5, 5]) == [0.0, 1.0]
+    think = Countdown(template="think")
+    assert think.reward(["<think>x</think><answer>5+1/(99*98*97)</answer>",
+                         "<think>x</think><answer>(12+7)+3</answer>"],
+                        nums=[[5, 1, 99, 98, 97], NUMS], target=[5, TARGET]) == [0.1, 1.1]
+    assert t.gold_completion([99, 98, 97, 5, 1], 5) is not None  # solve() is exact as well
 
 
 def test_evaluate_rejects_unsafe():

@@ -4,6 +4,8 @@
 """
 import doctest
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,19 @@ def test_gold_solutions_score_one(task):
     ("3,4", "4"),  # not a thousands separator: two numbers
     ("It costs .50 a piece", "0.5"),
     ("#### " + "9" * 400, None),  # too large for a float: no answer rather than inf
+    # one number in words, never a sum of words (each of these read as 18 once)
+    ("#### nine nine", None),
+    ("#### ten eight", None),
+    ("#### six six six", None),
+    ("#### nine and nine", None),
+    ("#### twenty thirty", None),
+    ("The answer is nine nine.", None),
+    ("#### eighteen", "18"),
+    ("#### twenty five", "25"),
+    ("#### two thousand three hundred and four", "2304"),
+    ("#### twelve hundred", "1200"),
+    ("#### three. Three apples in all", "3"),
+    ("#### 9 9", "9"),  # digits: the first number, as before
 ])
 def test_extract_answer(task, completion, expected):
     assert task.extract_answer(completion) == expected
@@ -125,6 +140,31 @@ def test_hand_judged_corpus(task):
     wrong = [(r["completion"][:60], r["gold"], r["correct"]) for r in rows
              if task.is_correct(r["completion"], answer=r["gold"]) != r["correct"]]
     assert wrong == []
+
+
+# Each passed the old guard of rule 3 (math-verify); off the main thread math-verify's timeouts are
+# off, and the nesting took 12 s there. Rule 3 now refuses them (tasks/bounded.py), so rule 4 reads
+# the last number, the same on any thread.
+EXPLODING = [
+    (r"so \boxed{(10^{9999})^{9999}}", "9999"),
+    (r"so \boxed{((10^{999})^{999})^{999}}", "999"),
+    (r"so \boxed{10^{9999\cdot 9999}}", "9999"),
+    (r"so \boxed{(10^{9})!}", "9"),
+    (r"so \boxed{" + "(" * 450 + "1" + ")" * 450 + "}", "1"),
+]
+
+
+def test_worker_threads_read_like_the_main_thread(task):
+    texts = [t for t, _ in EXPLODING] + [r"so $\boxed{\frac{36}{2}}$", "#### 18"]
+    out, start = [], time.monotonic()
+    worker = threading.Thread(target=lambda: out.extend(task.extract_answer(t) for t in texts),
+                              daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and time.monotonic() - start < 30
+    main = [task.extract_answer(t) for t in texts]
+    assert out == main == [e for _, e in EXPLODING] + ["18", "18"]
+    assert time.monotonic() - start < 30
 
 
 REPEATS = 100_000  # each of these ran in well under a second (2-core machine)

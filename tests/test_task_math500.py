@@ -3,14 +3,17 @@
     python -m pytest tests/test_task_math500.py -q
 """
 import doctest
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+import tasks.bounded
 import tasks.math500
+from tasks import bounded
 from tasks.base import TaskDataError
 from tasks.math500 import MATH500, last_boxed
 
@@ -30,6 +33,32 @@ HOSTILE = [
     r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix",
     "\\boxed{\x00\udcff}",
 ]
+# Round two: each passed the old guard; on a worker thread, where math-verify's SIGALRM timeouts
+# are off, the first four never returned, and the nesting took 12 s (tasks/bounded.py).
+EXPLODING = [
+    r"\boxed{(10^{9999})^{9999}}",
+    r"\boxed{((10^{999})^{999})^{999}}",
+    r"\boxed{10^{9999\cdot 9999}}",
+    r"\boxed{(10^{9})!}",
+    r"\boxed{" + "(" * 450 + "1" + ")" * 450 + "}",
+]
+DEADLINE_S = 30
+
+
+def scored_within(score, completions, deadline_s=DEADLINE_S, thread=True):
+    """score(c) for each completion, on a fresh worker thread (or this one), within deadline_s."""
+    out = []
+    start = time.monotonic()
+    if not thread:
+        out = [score(c) for c in completions]
+    else:  # a daemon thread: a hang fails this test instead of hanging the session
+        worker = threading.Thread(target=lambda: out.extend(score(c) for c in completions),
+                                  daemon=True)
+        worker.start()
+        worker.join(deadline_s)
+        assert not worker.is_alive(), f"scoring on a worker thread ran past {deadline_s} s"
+    assert time.monotonic() - start < deadline_s
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +68,7 @@ def task():
 
 def test_doctests():
     assert doctest.testmod(tasks.math500).failed == 0
+    assert doctest.testmod(tasks.bounded).failed == 0
 
 
 def test_config_and_splits():
@@ -79,11 +109,57 @@ def test_hostile_answers_do_not_crash_or_hang(task, completion):
 
 
 def test_worker_threads_score_like_the_main_thread(task):
-    completions = [r"\boxed{\frac{1}{2}}", r"\boxed{0.5}", r"\boxed{3}"] + HOSTILE[:6]
-    main = [task.is_correct(c, answer="0.5") for c in completions]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        threaded = list(pool.map(lambda c: task.is_correct(c, answer="0.5"), completions))
-    assert threaded == main == [True, True, False] + [False] * 6
+    completions = [r"\boxed{\frac{1}{2}}", r"\boxed{0.5}", r"\boxed{3}"] + HOSTILE[:6] + EXPLODING
+    threaded = scored_within(lambda c: task.is_correct(c, answer="0.5"), completions)
+    main = scored_within(lambda c: task.is_correct(c, answer="0.5"), completions, thread=False)
+    assert threaded == main == [True, True, False] + [False] * 11
+
+
+@pytest.mark.parametrize("answer", [a[len("\\boxed{"):-1] for a in EXPLODING] + [
+    r"2^{2^{100}}", "9^9^9", r"9^{9}^{9}", r"9^{99999}", "99999!", "100!!", r"(5!)!", r"10^{9}!",
+    r"{10^{9}}^{9}", r"\left(10^{99}\right)^{99}", "(" * 9 + "1" + ")" * 9, "x" * 1001])
+def test_the_guard_refuses_exploding_shapes(answer):
+    assert bounded.risky(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    r"\frac{\sqrt{21}}{5}", r"2^{2005}", r"(x^2+1)^2", "9999!", r"\frac{10!}{5!}", r"90^\circ",
+    r"11,\! 111,\! 111,\! 100", r"\left( 3, \frac{\pi}{2} \right)", r"e^{i\pi}", r"\{1,2\}",
+    "(" * 8 + "1" + ")" * 8, r"3\sqrt{2}", r"\$32,\!348"])
+def test_the_guard_passes_ordinary_answers(answer):
+    assert not bounded.risky(answer)
+
+
+def test_the_guard_passes_every_shipped_answer(task):
+    rows = task.load("test")
+    boxes = [last_boxed(s) for s in rows["solution"]]
+    assert [a for a in list(rows["answer"]) + boxes if a is not None and bounded.risky(a)] == []
+
+
+def test_an_answer_past_the_guard_is_killed_at_the_limit(task, monkeypatch):
+    """The backstop: a variable dodges the guard, yet sympy still builds 10^(9999*9999)."""
+    slow = r"\boxed{(10^{9999}x)^{9999}}"
+    assert not bounded.risky(slow[len("\\boxed{"):-1])
+    task.is_correct(r"\boxed{1}", answer="1")  # a worker is up: the limit below is all it gets
+    monkeypatch.setattr(tasks.bounded, "LIMIT_S", 1.0)
+    before = task.run_info()["math_verify"]
+    start = time.monotonic()
+    assert scored_within(lambda c: task.is_correct(c, answer="5"), [slow]) == [False]
+    assert time.monotonic() - start < 10
+    after = task.run_info()["math_verify"]
+    assert after["timeouts"] == before["timeouts"] + 1
+    assert task.is_correct(r"\boxed{5}", answer="5")  # a fresh worker serves the next call
+    assert task.run_info()["math_verify"]["worker_starts"] == after["worker_starts"] + 1
+
+
+def test_a_dead_worker_is_replaced(task):
+    task.is_correct(r"\boxed{1}", answer="1")
+    for worker in list(tasks.bounded._POOL.idle):
+        worker.proc.kill()
+        worker.proc.wait()
+    before = task.run_info()["math_verify"]["timeouts"]
+    assert task.is_correct(r"\boxed{\frac{1}{2}}", answer="0.5")
+    assert task.run_info()["math_verify"]["timeouts"] == before  # no score lost to it
 
 
 @pytest.mark.parametrize("text, boxed, canonical", [
