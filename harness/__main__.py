@@ -22,6 +22,9 @@ except ModelArgError as e:
     print(f"esbench: error: {e}", file=sys.stderr)
     sys.exit(2)
 
+from harness.records import git_sha  # noqa: E402
+
+git_sha()  # read once, at start: every record names the code this process imported, not a later commit
 from harness.cli import main  # noqa: E402 - after the arguments are settled
 
 main()

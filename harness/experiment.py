@@ -40,7 +40,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from harness.analysis.report import analyse
 from harness.analysis.settings import analysis_config
 from harness.distributed import is_main_process
-from harness.records import RECORD_NAME, Manifest, PlannedRun, read_record, write_manifest
+from harness.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
 from harness.reporting.report import write_report
 from harness.schema import ConfigError, validate
 from harness.run import run_one
@@ -187,7 +187,30 @@ def _is_done(run_dir: Path, child: DictConfig) -> bool:
     if diff:
         raise ExperimentError(f"{run_dir / RECORD_NAME} was made with other {', '.join(diff)} settings than this "
                               "command asks for; pass a new stamp=... (or remove that folder to redo the run)")
+    _check_same_arithmetic(run_dir, rec)
     return True
+
+
+def _check_same_arithmetic(run_dir: Path, rec) -> None:
+    """An ok record is reused only where this process would compute the same numbers.
+
+    Other package versions or another CPU kernel ISA change the arithmetic (results/quickstart's RL
+    rows once moved that way), so they refuse; another git sha only warns, because most commits leave
+    training alone, and the tables' versions.json lists every sha a table mixes.
+    """
+    now_versions, now_cpu = versions(), cpu()
+    old = {k: v for k, v in rec.versions.items() if k in now_versions and v != now_versions[k]}
+    if old:
+        moved = ", ".join(f"{k} {v} (now {now_versions[k]})" for k, v in sorted(old.items()))
+        raise ExperimentError(f"{run_dir / RECORD_NAME} was made with {moved}; its numbers would not be "
+                              "comparable with this run's: pass a new stamp=... (pip install -c constraints.txt "
+                              "gives the pinned versions)")
+    if rec.cpu and rec.cpu.get("capability") != now_cpu["capability"]:
+        raise ExperimentError(f"{run_dir / RECORD_NAME} was made on a {rec.cpu.get('capability')} CPU, this one "
+                              f"runs {now_cpu['capability']} kernels, which round differently; pass a new stamp=...")
+    if rec.git_sha and rec.git_sha != git_sha():
+        log.warning("reusing %s, made at commit %s (this code: %s); versions.json will list both",
+                    run_dir / RECORD_NAME, rec.git_sha, git_sha())
 
 
 def _cli(cfg: DictConfig) -> list[str]:

@@ -13,6 +13,7 @@ and `interrupted` states; later additions with defaults (still 2): `entropy` and
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -66,8 +67,13 @@ def cpu() -> dict[str, str]:
     return {"model": model, "capability": capability, "machine": platform.machine()}
 
 
+@functools.lru_cache(maxsize=1)
 def git_sha() -> str:
-    """The repo's HEAD sha, with "+dirty" when the tree has uncommitted changes; "unknown" outside git."""
+    """The repo's HEAD sha, with "+dirty" when the tree has uncommitted changes; "unknown" outside git.
+
+    Read once per process: the code a process runs is the code it imported when it started, so every
+    record of a long experiment names that, not whatever was committed while it ran.
+    """
     root = Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,

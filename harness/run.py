@@ -176,6 +176,8 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             engine.close()
         record.wall_s = {"train": round(train_s, 1), "total": round(time.time() - start, 1),
                          "curve_eval": round(sum(e.get("eval_s", 0) for e in record.curve), 1)}
+        if hasattr(task, "run_info"):  # again at the end: the judge's counts (e.g. MBPP limits hit) are known now
+            record.task_info = task.run_info()
         record.status = "ok"
     except BaseException as e:  # keep a record of every failure, then let it propagate
         interrupted = isinstance(e, (KeyboardInterrupt, Terminated))

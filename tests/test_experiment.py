@@ -114,3 +114,19 @@ def test_an_indexed_job_leaves_the_analysis_to_the_last_one(tmp_path):
     rec.status = "ok"
     write_record(tmp_path / runs[2].key, rec)
     assert unfinished(tmp_path, runs) == 0
+
+
+def test_an_ok_record_from_other_versions_or_another_isa_is_not_reused(tmp_path):
+    from harness.experiment import ExperimentError, _check_same_arithmetic
+    from harness.records import cpu, new_record
+
+    same = new_record()
+    _check_same_arithmetic(tmp_path, same)  # this process's own versions and CPU: reused
+    other_versions = new_record()
+    other_versions.versions = {**other_versions.versions, "transformers": "0.0.1"}
+    with pytest.raises(ExperimentError, match="transformers 0.0.1"):
+        _check_same_arithmetic(tmp_path, other_versions)
+    other_isa = new_record()
+    other_isa.cpu = {**cpu(), "capability": "NO_SUCH_ISA"}
+    with pytest.raises(ExperimentError, match="NO_SUCH_ISA"):
+        _check_same_arithmetic(tmp_path, other_isa)
