@@ -251,11 +251,13 @@ def count_refused() -> None:
         _POOL.stats["refused"] += 1
 
 
-def stats() -> dict:
+def stats(since: dict | None = None) -> dict:
     """Calls to the workers, answers refused by `risky`, calls killed at LIMIT_S (or whose worker
-    died: they score 0 too), workers started."""
+    died: they score 0 too), workers started; counted in this process, or after `since` (an
+    earlier `stats()`), so that a task reports its own run."""
     with _POOL.cond:
-        return dict(_POOL.stats)
+        now = dict(_POOL.stats)
+    return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
 def verify(gold: str, pred: str) -> bool:

@@ -223,6 +223,7 @@ class GSM8K:
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
+        self._counted_from = bounded.stats()  # run_info counts this task's run only
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -285,6 +286,10 @@ class GSM8K:
         [1.0, 0.0]
         """
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
+
+    def run_info(self) -> dict:
+        """What a run record should keep: how often rule 3's math-verify guard and limit fired."""
+        return {"math_verify": bounded.stats(since=self._counted_from)}
 
 
 def _row(raw, where, line: int) -> dict:

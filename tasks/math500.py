@@ -91,6 +91,7 @@ class MATH500:
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
+        self._counted_from = bounded.stats()  # run_info counts this task's run only
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -141,7 +142,7 @@ class MATH500:
 
     def run_info(self) -> dict:
         """What a run record should keep: how often the math-verify guard and limit fired."""
-        return {"math_verify": bounded.stats()}
+        return {"math_verify": bounded.stats(since=self._counted_from)}
 
 
 def _row(raw, path: Path, line: int) -> dict:

@@ -165,6 +165,9 @@ def test_worker_threads_read_like_the_main_thread(task):
     main = [task.extract_answer(t) for t in texts]
     assert out == main == [e for _, e in EXPLODING] + ["18", "18"]
     assert time.monotonic() - start < 30
+    info = GSM8K().run_info()["math_verify"]  # counted from the task's creation: nothing yet
+    assert info == {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0}
+    assert task.run_info()["math_verify"]["refused"] >= 2 * len(EXPLODING)
 
 
 REPEATS = 100_000  # each of these ran in well under a second (2-core machine)

@@ -152,6 +152,28 @@ def test_an_answer_past_the_guard_is_killed_at_the_limit(task, monkeypatch):
     assert task.run_info()["math_verify"]["worker_starts"] == after["worker_starts"] + 1
 
 
+def test_concurrent_callers_each_get_their_own_answer(task):
+    """Four threads at once (up to MAX_WORKERS workers): no reply goes to the wrong caller."""
+    rows = task.load("test").select(range(30))
+    pairs = [(s, a) for s, a in zip(rows["solution"], rows["answer"])]
+    pairs += [(s, a) for s, a in zip(rows["solution"], rows["answer"][1:])]  # mostly wrong
+    expected = [task.is_correct(c, answer=a) for c, a in pairs]
+    assert 30 <= sum(expected) < len(pairs)
+    timeouts, results = task.run_info()["math_verify"]["timeouts"], {}
+
+    def score(k):
+        results[k] = [task.is_correct(c, answer=a) for c, a in pairs[k::4]]
+
+    threads = [threading.Thread(target=score, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE_S)
+    assert sorted(results) == [0, 1, 2, 3]
+    assert all(results[k] == expected[k::4] for k in range(4))
+    assert task.run_info()["math_verify"]["timeouts"] == timeouts
+
+
 def test_a_dead_worker_is_replaced(task):
     task.is_correct(r"\boxed{1}", answer="1")
     for worker in list(tasks.bounded._POOL.idle):
