@@ -110,8 +110,10 @@ def risky(text: str) -> bool:
             i += 1
             continue
         elif c == "!":
-            if last is not None and (last[0] or last[1] or last[4]
-                                     or last[3] > MAX_FACTORIAL_DIGITS):
+            if last is None:  # after a word or a sign: punctuation ("Wow!!"), not a factorial
+                i += 1
+                continue
+            if last[0] or last[1] or last[4] or last[3] > MAX_FACTORIAL_DIGITS:
                 return True  # (10^{9})!, 100!!, 10^{9}!, 99999!
             stack[-1][1] = True
             last = [False, True, False, 0, False]

@@ -125,7 +125,7 @@ def test_the_guard_refuses_exploding_shapes(answer):
 @pytest.mark.parametrize("answer", [
     r"\frac{\sqrt{21}}{5}", r"2^{2005}", r"(x^2+1)^2", "9999!", r"\frac{10!}{5!}", r"90^\circ",
     r"11,\! 111,\! 111,\! 100", r"\left( 3, \frac{\pi}{2} \right)", r"e^{i\pi}", r"\{1,2\}",
-    "(" * 8 + "1" + ")" * 8, r"3\sqrt{2}", r"\$32,\!348"])
+    "(" * 8 + "1" + ")" * 8, r"3\sqrt{2}", r"\$32,\!348", "Wow!! So $x^2$ is 4!"])
 def test_the_guard_passes_ordinary_answers(answer):
     assert not bounded.risky(answer)
 
