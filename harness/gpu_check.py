@@ -62,8 +62,10 @@ def build_model(shape: str, out: Path, dtype: str, smoke: bool) -> Path:
     from harness.chartok import build_char_tokenizer
     cfg = json.loads((SHAPES_DIR / f"{shape}.json").read_text())
     if smoke:  # same architecture and vocabulary, tiny body
+        # (a rope scaling's original context must stay below max_position_embeddings: Llama 3.1's is 8192)
+        context = max(1024, (cfg.get("rope_scaling") or {}).get("original_max_position_embeddings", 0) + 1)
         cfg.update(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-                   num_key_value_heads=2, max_position_embeddings=1024)
+                   num_key_value_heads=2, max_position_embeddings=context)
         cfg.pop("head_dim", None)
     model_type = cfg.pop("model_type")
     cfg.pop("torch_dtype", None)
