@@ -40,7 +40,9 @@ def run(model: str, engine: str, workers: int, population: int, prompts: int, it
     with tempfile.TemporaryDirectory() as d:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
         Population(es, engine, workers).train(policy, task, ledger, Path(d))
-        return [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
+    # the step log is the ledger's history (a run keeps it as record.steps); its wall_s is cumulative
+    walls = [0.0] + [s.wall_s for s in ledger.history]
+    return [{**s.extras, "wall_s": walls[i + 1] - walls[i]} for i, s in enumerate(ledger.history)]
 
 
 def pure_generation(model: str, population: int, prompts: int, max_new_tokens: int, repeats: int) -> dict:

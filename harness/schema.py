@@ -23,7 +23,7 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
                    "paper", "paper_note", "paper_heldout", "axis_plot"}
-CONTROL_KEYS = {"run_index", "dry_run", "plan", "hydra", "include"}  # +run_index=..., +dry_run=true, +plan=true, +include=[GRID]
+CONTROL_KEYS = {"run_index", "dry_run", "plan", "hydra", "include", "child_run"}  # +run_index=..., +dry_run=true, +plan=true, +include=[GRID]; child_run: set by the experiment for its per-run processes
 CELL_KEYS = {"label", "overrides", "axes", "seeded"}
 GRID_KEYS = {"name", "overrides", "axes", "optional"}  # optional: true = opt-in, +include=[name]
 MODEL_KEYS = {"name", "overrides"}
