@@ -257,6 +257,20 @@ def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
         log.error("analysis of %s failed: %s: %s (rerun: python -m harness.analyze %s)", root, type(e).__name__, e, out)
 
 
+_HYDRA_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
+
+
+def _hydra_flags(argv: list[str]) -> list[str]:
+    """The command line's Hydra flags that choose the config (e.g. --config-dir of a plugin's YAML)."""
+    out = []
+    for i, a in enumerate(argv):
+        if a in _HYDRA_FLAGS and i + 1 < len(argv):
+            out += [a, argv[i + 1]]
+        elif a.startswith(tuple(f + "=" for f in _HYDRA_FLAGS)):
+            out.append(a)
+    return out
+
+
 def _in_own_process(cli: list[str], r: PlannedRun) -> int:
     """Run one planned run in a fresh interpreter, so that every run starts from the same state.
 
@@ -265,7 +279,9 @@ def _in_own_process(cli: list[str], r: PlannedRun) -> int:
     never for a method's first run in the process (`python -m harness.golden`). Alone in its process a
     run repeats exactly, which is also how `+run_index` jobs have always run.
     """
-    proc = subprocess.Popen([sys.executable, "-m", "harness", *cli, f"+run_index={r.index}", "+child_run=true"])
+    cmd = [sys.executable, "-m", "harness", *_hydra_flags(sys.argv[1:]), *cli, f"+run_index={r.index}",
+           "+child_run=true"]
+    proc = subprocess.Popen(cmd)
     try:
         rc = proc.wait()
     except BaseException:  # SIGTERM or Ctrl-C here: the child writes its record as interrupted, then stops
