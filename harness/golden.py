@@ -9,14 +9,15 @@ selection on validation) with a budget of a few steps per method and a smaller e
 per run: status, steps, FLOPs charged, validation and test greedy accuracy, test pass@1 and a sha256 of
 the final weights.
 
-What reproduces (measured; the README's "Reproducibility" says the same):
-- Same CPU (model, family/model/stepping, flags), same kernel ISA (`torch.backends.cpu.get_cpu_capability()`),
-  same package versions (constraints.txt): bit-identical, weights included, because every run of an
-  experiment has a process of its own. `check` then demands exact equality.
-- Anything else (another CPU or ISA): torch's vectorised kernels round differently, and sampling
-  amplifies a last-bit difference into other completions, so only a tolerance holds. `check` then
-  compares metrics within TOLERANCE (measured between ISAs on one host with ATEN_CPU_CAPABILITY=
-  default/avx2/avx512, plus a margin) and never fails on hashes.
+What reproduces (measured with `compare` on 2-core AMD EPYC family 25 machines; the README's
+"Reproducibility" says the same):
+- Steps, FLOPs charged and every metric of all 11 runs were identical in 6 of 6 runs of this check:
+  AVX512, AVX2 and default kernels (ATEN_CPU_CAPABILITY), two code versions, runs in one process and
+  in a process each. `check` demands them exactly on a host with the same CPU and package versions.
+- The final weights were not: another ISA changed 9-10 of the 10 trained runs' last bits, and two
+  identical runs on one host differed in 2-4 of 10 (each such run lands on one of two weight sets).
+  `check` reports how many weights match and never fails on them.
+- Another CPU (model, ids or flags) or other package versions: metrics within TOLERANCE.
 """
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ OVERRIDES = [
     "analysis.entropy_every_flops_fraction=null", "analysis.sparsity_prompts=0", "analysis.store_update=true",
 ]
 METRICS = ("validation:greedy_acc", "test:greedy_acc", "test:pass@1")
-# Between ISAs on one host (AVX512 vs AVX2 vs default, `python -m harness.golden compare`) every metric
-# of all 11 runs was identical while 9-10 of the 10 trained runs' weights differed; 0.05 (5 of 100
-# prompts, about one standard error) is the margin left for hosts whose rounding moves further.
+# Between ISAs on one host every metric was identical (module docstring); 0.05 (5 of 100 prompts,
+# about one standard error) is the margin left for CPUs whose rounding moves further.
 TOLERANCE = 0.05
+EXACT = ("status", "steps", "flops_used", *METRICS)  # identical on one host in every measurement
 
 
 def run(workdir: Path, env: dict | None = None) -> Path:
@@ -94,14 +95,12 @@ def compare(got: dict, golden: dict, exact: bool | None = None) -> list[str]:
         if have is None:
             problems.append(f"{label}: missing")
             continue
-        if have["status"] != want["status"]:
-            problems.append(f"{label}: status {have['status']} != {want['status']}")
-        keys = [k for k in want if k != "status"] if exact else list(METRICS)
-        for k in keys:
+        for k in EXACT if exact else ("status", *METRICS):
             a, b = have.get(k), want.get(k)
-            if exact and a != b:
-                problems.append(f"{label}: {k} {a} != {b} (same host: must be identical)")
-            elif not exact and a is not None and b is not None and abs(a - b) > TOLERANCE:
+            if k == "status" or exact:
+                if a != b:
+                    problems.append(f"{label}: {k} {a} != {b}" + (" (same host: must be identical)" if exact else ""))
+            elif a is not None and b is not None and abs(a - b) > TOLERANCE:
                 problems.append(f"{label}: {k} {a:.3f} vs {b:.3f}, beyond the cross-host tolerance {TOLERANCE}")
     return problems
 
@@ -142,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     golden = json.loads(GOLDEN.read_text())
     problems = compare(got, golden)
     mode = "exact (same host)" if same_host(got["host"], golden["host"]) else f"within {TOLERANCE} (other host)"
-    print(f"{len(golden['runs'])} runs compared, {mode}: " + ("reproduces" if not problems else "DIFFERS"))
+    same = differences(got, golden)["identical weights"]
+    trained = sum(r["weights_sha256"] is not None for r in golden["runs"].values())
+    print(f"{len(golden['runs'])} runs compared, {mode}: " + ("reproduces" if not problems else "DIFFERS")
+          + f"; final weights identical in {same} of {trained} trained runs (not required)")
     for p in problems:
         print("  " + p)
     return 1 if problems else 0

@@ -2,8 +2,9 @@
 
     python -m pytest tests/test_reproduce.py -q -m slow     # runs harness.golden (a few minutes)
 
-Same CPU model, ISA and package versions: every number and every weight must be identical. Another
-host: the metrics must agree within harness.golden.TOLERANCE, measured across ISAs (see its docstring).
+Same CPU and package versions: steps, FLOPs and every metric must be identical (the final weights
+may differ in their last bits, measured). Another host: the metrics must agree within
+harness.golden.TOLERANCE, measured across ISAs (see its docstring).
 """
 from __future__ import annotations
 
@@ -34,8 +35,14 @@ def test_compare_is_exact_on_the_same_host_and_tolerant_elsewhere():
     label = next(lb for lb, r in g["runs"].items() if r["weights_sha256"])
     one_bit = copy.deepcopy(g)
     one_bit["runs"][label]["weights_sha256"] = "0" * 64
-    assert golden.compare(one_bit, g, exact=True)          # same host: a different weight is a failure
-    assert golden.compare(one_bit, g, exact=False) == []   # other host: weights may differ
+    assert golden.compare(one_bit, g, exact=True) == []    # last bits of the weights may differ, measured
+    one_step = copy.deepcopy(g)
+    one_step["runs"][label]["steps"] += 1
+    assert golden.compare(one_step, g, exact=True)          # same host: steps must be identical
+    assert golden.compare(one_step, g, exact=False) == []   # other host: only metrics, within the tolerance
+    one_prompt = copy.deepcopy(g)
+    one_prompt["runs"][label]["test:greedy_acc"] += 0.01
+    assert golden.compare(one_prompt, g, exact=True)        # same host: one prompt more is a failure
     near = copy.deepcopy(g)
     near["runs"][label]["test:greedy_acc"] += golden.TOLERANCE / 2
     assert golden.compare(near, g, exact=False) == []
