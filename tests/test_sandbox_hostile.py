@@ -23,12 +23,12 @@ import glob
 import os
 import random
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 import tasks.sandbox
+from harness.bench_sandbox import _measured
 from tasks import cgroup, seccomp
 from tasks.mbpp import MBPP
 from tasks.sandbox import layers, run_python
@@ -108,25 +108,10 @@ def _need(layer: str) -> None:
         pytest.skip(f"no {layer} layer on this host ({why})")
 
 
-def _available_mib() -> int:
-    with open("/proc/meminfo") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:")) >> 10
-
-
 def _host_mib_taken(call):
     """(call(), the largest drop of the host's available memory while it ran, in MiB)."""
-    before, low, stop = _available_mib(), [_available_mib()], threading.Event()
-
-    def sample():
-        while not stop.wait(0.01):
-            low[0] = min(low[0], _available_mib())
-    watcher = threading.Thread(target=sample, daemon=True)
-    watcher.start()
-    try:
-        return call(), before - low[0]
-    finally:
-        stop.set()
-        watcher.join()
+    result, measured = _measured(call)
+    return result, measured["host_mib_taken"]
 
 
 def _within_ceiling(call, ceiling_mb: int):
