@@ -272,12 +272,12 @@ def _hydra_flags(argv: list[str]) -> list[str]:
 
 
 def _in_own_process(cli: list[str], r: PlannedRun) -> int:
-    """Run one planned run in a fresh interpreter, so that every run starts from the same state.
+    """Run one planned run in a fresh interpreter, as a `+run_index` or cluster job runs it.
 
-    In one process, a run's numbers depended on the runs before it: two identical sequential runs
-    of the shortened quickstart on one host gave bit-different weights for 4 of its 10 trained runs,
-    never for a method's first run in the process (`python -m harness.golden`). Alone in its process a
-    run repeats exactly, which is also how `+run_index` jobs have always run.
+    So a local experiment and a fanned-out one run every run the same way, and no state (RNG, caches,
+    warning filters, memory) passes from one run to the next. It does not make runs bit-identical:
+    one short GRPO run alone in a fresh process, four times, gave two weight sets, two and two (same
+    metrics); memory layout decides it (ASLR off: 6 of 7 alike), README "Reproducibility".
     """
     cmd = [sys.executable, "-m", "harness", *_hydra_flags(sys.argv[1:]), *cli, f"+run_index={r.index}",
            "+child_run=true"]
