@@ -248,9 +248,13 @@ atexit.register(_POOL.close)
 os.register_at_fork(after_in_child=_POOL.forget)
 
 
-def count_refused() -> None:
+def refuse(text: str) -> bool:
+    """`risky(text)`, counted in `stats()` when it refuses: what a grader calls before verify/number."""
+    if not risky(text):
+        return False
     with _POOL.cond:
         _POOL.stats["refused"] += 1
+    return True
 
 
 def stats(since: dict | None = None) -> dict:

@@ -167,8 +167,7 @@ def _math_verify_answer(text: str) -> float | None:
     if "\\" not in text:
         return None
     tail = text[-MATH_VERIFY_CHARS:]
-    if bounded.risky(tail):  # the same guard and limit as MATH-500 (tasks/bounded.py)
-        bounded.count_refused()
+    if bounded.refuse(tail):  # the same guard and limit as MATH-500 (tasks/bounded.py)
         return None
     return bounded.number(tail)
 

@@ -126,8 +126,7 @@ class MATH500:
         """math-verify equivalence of the completion's final answer with the gold `answer`."""
         boxed = last_boxed(completion)
         pred = completion if boxed is None else f"\\boxed{{{boxed}}}"
-        if bounded.risky(boxed if boxed is not None else completion):
-            bounded.count_refused()
+        if bounded.refuse(boxed if boxed is not None else completion):
             return False
         return bounded.verify(f"\\boxed{{{answer}}}", pred)
 
