@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -46,11 +45,11 @@ TOLERANCE = 0.05
 EXACT = ("status", "steps", "flops_used", *METRICS)  # identical on one host in every measurement
 
 
-def run(workdir: Path, env: dict | None = None) -> Path:
+def run(workdir: Path) -> Path:
     """Run the shortened quickstart into workdir; return its records folder."""
     cmd = [sys.executable, "-m", "harness", *OVERRIDES, f"runs_dir={workdir / 'runs'}",
            f"results_dir={workdir / 'outputs'}"]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"the shortened quickstart failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}"
                            f"\n{proc.stderr[-3000:]}")

@@ -16,8 +16,10 @@ import difflib
 import re
 from pathlib import Path
 
-CONF_MODELS = Path(__file__).resolve().parent.parent / "conf" / "model"
-ZOO_DIR = Path(__file__).resolve().parent / "checkpoints"
+from harness.model_shapes import ZOO_DIR
+from harness.schema import CONF_DIR
+
+CONF_MODELS = CONF_DIR / "model"
 GENERIC = "generic"
 # Values Hydra must see as they are: sweeps (a,b), interpolations, quoted strings, function calls.
 _HYDRA_SYNTAX = re.compile(r"[,${}\[\]()'\"]")

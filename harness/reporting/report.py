@@ -268,8 +268,9 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
     write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}{notes}")
     prov = provenance(agg["records"])
     write_json_atomic(out_dir / "versions.json", prov)
-    if mixed_warning(prov):
-        agg["warnings"].append(mixed_warning(prov))
+    mixed = mixed_warning(prov)
+    if mixed:
+        agg["warnings"].append(mixed)
     grid = points[points["grid"].apply(lambda g: isinstance(g, str))]
     if not grid.empty:
         val = {f"validation {sel}": [("-" if isnan(v) else fmt_value(v, sel)) + (" ←" if c else "")
