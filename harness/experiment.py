@@ -43,12 +43,10 @@ from harness.analysis.settings import analysis_config
 from harness.distributed import is_main_process, world_size
 from harness.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
 from harness.reporting.report import write_report
-from harness.schema import ConfigError, validate
+from harness.schema import CONTROL_KEYS, ConfigError, validate
 from harness.run import Terminated, run_one
 
 log = logging.getLogger("esbench")
-# Command-line keys that steer the experiment itself and must not reach the runs it composes.
-_CONTROL_KEYS = ("run_index", "dry_run", "launcher", "stamp", "include", "child_run")
 
 
 class ExperimentError(ValueError):
@@ -215,8 +213,8 @@ def _check_same_arithmetic(run_dir: Path, rec) -> None:
 
 
 def _cli(cfg: DictConfig) -> list[str]:
-    """The task overrides of this launch, minus the experiment's own control keys."""
-    keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in _CONTROL_KEYS]
+    """The task overrides of this launch, minus the keys that steer the launch (harness/schema.py CONTROL_KEYS)."""
+    keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in CONTROL_KEYS]
     if cfg.get("models") and any(o.split("=", 1)[0] == "model" for o in keep):
         raise ExperimentError("this experiment has a models axis; choose models with models=[zoo-1m,zoo-4m] "
                               "instead of model=...")

@@ -5,7 +5,7 @@ Builds random-weight models from the real shapes in harness/shapes/ (no download
   es-hf    one ES iteration on the HF engine: time split (generate, perturb+restore, reward, update)
   es-vllm  the same iteration on vLLM, same member seeds; member rewards compared with es-hf
   grpo     two GRPO steps with TRL's vLLM colocate mode (method=grpo engine=vllm, as methods/grpo.py builds it)
-  epg      method.engines_per_gpu = 1, 2, 4: that many ES workers (Ray actors, one vLLM engine each) on one GPU
+  epg      K = engine.engines_per_gpu = method.workers = 1, 2, 4: K ES workers (Ray actors, one vLLM engine each), one GPU
 and the peak GPU memory of each. Each measurement runs in its own process (memory is released between them).
 Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in fp32, is the strict check),
 2 when a measurement failed.

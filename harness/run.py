@@ -27,12 +27,11 @@ from harness.policy import ModelLoadError, load_policy
 from harness.quiet import drop_banners, quiet_known_warnings
 from harness import records
 from harness.records import Record, new_record
+from harness.schema import CONF_DIR  # defined there; launch.py and some tests import it from here
 from harness.steplog import EvalEvery, make_ledger
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
-# Absolute, so `python -m harness` works from any working directory (editable install).
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def quiet_libraries() -> None:

@@ -19,22 +19,27 @@ from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+# The config folder, absolute so `python -m harness` works from any working directory; defined here only.
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
                    "paper", "paper_note", "paper_heldout", "axis_plot"}
-CONTROL_KEYS = {"run_index", "dry_run", "plan", "hydra", "include", "child_run"}  # +run_index=..., +dry_run=true, +plan=true, +include=[GRID]; child_run: set by the experiment for its per-run processes
+# Keys that steer a launch, never one run's settings: +run_index=..., +dry_run=true, +plan=true, +include=[GRID];
+# child_run: set by an experiment for its per-run processes; stamp and launcher: the records folder and how
+# runs are fanned out; hydra: Hydra's own node. This check accepts them at the top level (those config.yaml
+# does not declare), and harness/experiment.py strips them from the command line before composing each run
+# (it passes stamp on itself).
+CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "child_run", "stamp", "launcher", "hydra"})
 CELL_KEYS = {"label", "overrides", "axes", "seeded"}
 GRID_KEYS = {"name", "overrides", "axes", "optional"}  # optional: true = opt-in, +include=[name]
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
-# The `analysis:` block (values checked by harness/analysis/settings.py, which must list the same keys).
 EVAL_TARGET = "harness.evaluation.evaluate.EvalConfig"
+# The `analysis:` block: its keys are this dataclass's fields (its values are checked when it is built).
+ANALYSIS_TARGET = "harness.analysis.settings.AnalysisConfig"
 # method.params names besides a regex: methods/es_core.py's PARAM_SETS plus "all" and "last_layer"
 # (tests/test_schema.py checks the two lists agree; importing es_core here would load torch).
 PARAM_NAMES = ("all", "norms", "norms+attention", "last_layer")
-ANALYSIS_KEYS = {"store_update", "entropy_every_flops_fraction", "entropy_prompts", "entropy_samples",
-                 "sparsity_prompts", "sparsity_samples", "sparsity_multiples", "top_k", "top_fraction"}
 
 
 class ConfigError(ValueError):
@@ -59,7 +64,8 @@ def _unknown(key: str, where: str, valid: set[str]) -> ConfigError:
     return ConfigError(f"unknown key {key!r} in {where}{hint}")
 
 
-def _check_keys(node, valid: set[str], where: str) -> None:
+def check_keys(node, valid: set[str], where: str) -> None:
+    """Raise ConfigError unless `node` is a mapping whose keys are all in `valid` (naming the nearest one)."""
     if not isinstance(node, (dict, DictConfig)):
         raise ConfigError(f"{where} must be a mapping with keys {sorted(valid)}, got {node!r}")
     for k in node:
@@ -93,7 +99,7 @@ def _check_entries(node, key: str, valid: set[str], required: str | None) -> Non
     for i, entry in enumerate(node):
         if key == "models" and isinstance(entry, str):
             continue
-        _check_keys(entry, valid, f"{key}[{i}]")
+        check_keys(entry, valid, f"{key}[{i}]")
         if required and required not in entry:
             raise ConfigError(f"{key}[{i}] has no {required!r}; give every entry one")
         axes = entry.get("axes")
@@ -140,9 +146,10 @@ def validate(cfg: DictConfig) -> None:
     _check_entries(cfg.get("models"), "models", MODEL_KEYS, "name")
     _check_include(cfg)
     if cfg.get("axis_plot") is not None:
-        _check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
+        check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
     if cfg.get("analysis") is not None:
-        _check_keys(cfg.analysis, ANALYSIS_KEYS, "analysis")
+        from harness.signatures import accepted_keys  # read from source: settings.py imports this module
+        check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
     _check_targets(cfg)

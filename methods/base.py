@@ -3,7 +3,9 @@
 A method is one module in methods/ plus one YAML in conf/method/ whose `_target_` names its class;
 the YAML's other keys are the constructor's keyword arguments (the method's hyperparameters),
 exactly the fields of its config dataclass: an unknown key fails at construction, naming itself
-and the valid ones, instead of being silently ignored by a sweep.
+and the valid ones, instead of being silently ignored by a sweep. The dataclass's defaults are the
+defaults: the YAML writes the same values out (or an interpolation such as ${seed}) so a reader sees
+them, and tests/test_defaults.py fails when the two disagree.
 
 Methods are data as well as code. Every method class declares
     name        the method's name in records and tables ("es", "grpo", ...)

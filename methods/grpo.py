@@ -95,7 +95,7 @@ LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
 
 @dataclass
 class GRPOMethodConfig:
-    """GRPO hyperparameters (the YAML keys of conf/method/grpo.yaml)."""
+    """GRPO hyperparameters: the keys of conf/method/grpo.yaml, whose values are these defaults (test_defaults.py)."""
 
     learning_rate: float = field(default=1e-6, metadata={
         "help": "AdamW learning rate (constant). Paper grid: 1e-6, 1e-5; the zoo models need ~1e-4."})
@@ -120,14 +120,14 @@ class GRPOMethodConfig:
     max_steps: int = field(default=1_000_000, metadata={
         "help": "Safety cap on optimizer steps; the ledger normally stops training first."})
     seed: int = field(default=0, metadata={"help": "Seed of TRL's prompt order and sampling."})
-    checkpoint_every: int = field(default=0, metadata={
+    checkpoint_every: int = field(default=50, metadata={
         "help": "Steps between TRL checkpoints in run_dir/trl (resumed from automatically); 0 = none. "
                 "A multiple of num_iterations."})
     engine: dict | str | None = field(default=None, metadata={
         "help": "conf/engine: hf (TRL generates with the policy) or vllm (TRL use_vllm, colocate mode)."})
     peft: str | None = field(default=None, metadata={
         "help": "null: full-parameter training; lora: train LoRA adapters (method.lora) through TRL's peft_config."})
-    lora: dict | LoraSettings | None = field(default=None, metadata={
+    lora: dict | LoraSettings | None = field(default_factory=LoraSettings, metadata={
         "help": "LoRA shape when peft=lora: r, alpha, dropout, target_modules (methods/lora.py LoraSettings)."})
 
     def __post_init__(self):

@@ -74,7 +74,10 @@ CKPT = "ppo_checkpoint"
 
 @dataclass
 class PPOMethodConfig:
-    """PPO hyperparameters (the rest are TRL's PPOConfig defaults: cliprange 0.2, vf_coef 0.1, gamma 1, lam 0.95)."""
+    """PPO hyperparameters: the keys of conf/method/ppo.yaml, whose values are these defaults (tests/test_defaults.py).
+
+    The rest are TRL's PPOConfig defaults: cliprange 0.2, vf_coef 0.1, gamma 1, lam 0.95.
+    """
 
     kl_coef: float = field(default=1e-3, metadata={"help": "KL penalty beta against the reference policy "
                                                    "(paper grid: 1e-3, 5e-3)"})
@@ -90,12 +93,12 @@ class PPOMethodConfig:
     rollout_batch_size: int = field(default=64, metadata={"help": "sequences per no-grad generate/forward call "
                                                           "in the rollout (memory only, not the math)"})
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
-    checkpoint_every: int = field(default=0, metadata={"help": "updates between checkpoints in "
+    checkpoint_every: int = field(default=50, metadata={"help": "updates between checkpoints in "
                                                        "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
     peft: str | None = field(default=None, metadata={"help": "null: full-parameter policy; lora: LoRA adapters "
                                                      "on the policy (the value model stays full) via TRL's peft_config"})
-    lora: dict | LoraSettings | None = field(default=None, metadata={"help": "LoRA shape when peft=lora: r, alpha, "
-                                                                     "dropout, target_modules (methods/lora.py)"})
+    lora: dict | LoraSettings | None = field(default_factory=LoraSettings, metadata={
+        "help": "LoRA shape when peft=lora: r, alpha, dropout, target_modules (methods/lora.py)"})
 
     def __post_init__(self):
         self.lora = check_peft(self.peft, self.lora)

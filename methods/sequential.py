@@ -42,7 +42,7 @@ STAGE1 = "sequential_stage1"
 
 @dataclass
 class SequentialConfig:
-    """Two stages under one budget."""
+    """Two stages under one budget (conf/method/sequential.yaml, whose values are these defaults: test_defaults.py)."""
 
     order: list = field(default_factory=lambda: ["grpo", "es"], metadata={
         "help": "the two stages, first to last: names of entries in `stages` ([grpo, es] or [es, grpo])"})

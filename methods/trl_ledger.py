@@ -55,7 +55,7 @@ class BudgetSpent(Exception):
 class LedgerCallback(TrainerCallback):
     """Charges `ledger` once per optimizer step (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, cost: Cost, metrics: Metrics, *, checkpoint_every: int = 0,
+    def __init__(self, ledger: Ledger, cost: Cost, metrics: Metrics, *, checkpoint_every: int,
                  checkpoint: Callable | None = None, raise_when_spent: bool = False):
         self.ledger, self.cost, self.metrics = ledger, cost, metrics
         self.checkpoint_every, self.checkpoint, self.raise_when_spent = checkpoint_every, checkpoint, raise_when_spent
