@@ -1,6 +1,6 @@
 """ES iteration time on the hf and vllm engines, ES's own share of it, and K workers against one.
 
-Runs `--iterations` ES iterations (methods/es_population.py) per configuration and reports the
+Runs `--iterations` ES iterations (methods/es.py, methods/es_workers.py) per configuration and reports the
 iterations after the first (warm-up), median:
 - hf K=1 and vllm K=1 (in process): wall time and its split (generate, perturb+restore, reward, update);
 - vllm against pure vLLM generation of the same prompts (an engine with no ES around it, the same
@@ -25,7 +25,6 @@ import torch
 from harness.budget import Ledger
 from harness.policy import load_policy
 from methods.es import ES
-from methods.es_population import Population
 from tasks.countdown import Countdown
 
 PHASES = ("generate", "perturb_restore", "reward", "update")
@@ -36,10 +35,10 @@ def run(model: str, engine: str, workers: int, population: int, prompts: int, it
     policy = load_policy(model, "float32", device="cpu")
     task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
     es = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
-            generation_batch_size=prompts, checkpoint_every=0)
+            generation_batch_size=prompts, checkpoint_every=0, engine=engine, workers=workers)
     with tempfile.TemporaryDirectory() as d:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
-        Population(es, engine, workers).train(policy, task, ledger, Path(d))
+        es.train(policy, task, ledger, Path(d))
     # the step log is the ledger's history (a run keeps it as record.steps); its wall_s is cumulative
     walls = [0.0] + [s.wall_s for s in ledger.history]
     return [{**s.extras, "wall_s": walls[i + 1] - walls[i]} for i, s in enumerate(ledger.history)]

@@ -88,22 +88,24 @@ def toy_reward(completion_ids: list[list[int]]) -> float:
 
 
 def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, sigma: float) -> dict:
-    """One ES iteration, timed by phase, directly on the engine API (what ESWorker does per member)."""
+    """One ES iteration, timed by phase, on the engine and ES's weight adapter (what ESWorker does per member)."""
     from methods.es_core import zscore
+    from methods.es_weights import weights_for
+    weights = weights_for(engine)
     seeds = list(range(1000, 1000 + population))
     t = {"perturb_restore": 0.0, "generate": 0.0, "reward": 0.0, "update": 0.0}
     rewards, tokens = [], 0
     t0 = time.perf_counter()
-    engine.init_master()
+    weights.init_master()
     t_init = time.perf_counter() - t0
     start = time.perf_counter()
     for s in seeds:
         a = time.perf_counter()
-        engine.perturb(s, sigma)
+        weights.perturb(s, sigma)
         b = time.perf_counter()
         g = engine.generate(prompts, greedy=True, max_new_tokens=new_tokens, batch_size=len(prompts))
         c = time.perf_counter()
-        engine.restore()
+        weights.restore()
         d = time.perf_counter()
         rewards.append(toy_reward([x[0] for x in g.completion_ids]))
         e = time.perf_counter()
@@ -114,8 +116,8 @@ def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, s
     a = time.perf_counter()
     z = zscore(rewards)
     if z is not None:
-        engine.update(seeds, z, sigma / 2)
-    checksum = engine.checksum()
+        weights.update(seeds, z, sigma / 2)
+    checksum = weights.checksum()
     t["update"] = time.perf_counter() - a
     wall = time.perf_counter() - start
     return {"wall_s": wall, "split_s": t, "own_share": 1 - t["generate"] / wall, "decoded_tokens": tokens,
@@ -127,7 +129,8 @@ def measure(job: dict) -> dict:
     """Run one (shape, section) job; returns its figures (and peak GPU memory)."""
     from harness.engines import EngineConfig, make_engine
     from harness.policy import load_policy
-    from methods.es_population import policy_shell
+    from methods.es_vllm import EXTENSION
+    from methods.es_workers import policy_shell
     from tasks.countdown import Countdown
 
     gpu = torch.cuda.is_available()
@@ -154,7 +157,7 @@ def measure(job: dict) -> dict:
         if section == "es-hf":
             engine = make_engine(load_policy(job["model_dir"], job["dtype"], device=spec["device"]))
         else:
-            engine = make_engine(policy_shell(spec), EngineConfig(name="vllm", **job["engine"]))
+            engine = make_engine(policy_shell(spec), EngineConfig(name="vllm", **job["engine"]), extension=EXTENSION)
         engine.generate(prompts[:8], max_new_tokens=8)  # warm-up
         out = es_iteration(engine, prompts, T, job["population"], job["sigma"])
         out.update(_device_memory())
@@ -216,7 +219,7 @@ def engines_per_gpu(job: dict) -> dict:
     """ES iterations with K = engines_per_gpu Ray workers sharing one GPU (the second iteration timed)."""
     from harness.budget import Ledger
     from methods.es import ES
-    from methods.es_population import Population, policy_shell
+    from methods.es_workers import policy_shell
     from tasks.countdown import Countdown
 
     k = job["epg"]
@@ -225,12 +228,12 @@ def engines_per_gpu(job: dict) -> dict:
                            "system_prompt": None})
     task = Countdown(source="zoo", template="compact", max_new_tokens=job["new_tokens"])
     pop = max(job["population"], k)
-    es = ES(population=pop, prompts_per_iteration=job["prompts"], sigma=job["sigma"], alpha=job["sigma"] / 2,
-            generation_batch_size=job["prompts"], checkpoint_every=0)
     engine = {"name": "vllm", **job["engine"], "engines_per_gpu": k}
+    es = ES(population=pop, prompts_per_iteration=job["prompts"], sigma=job["sigma"], alpha=job["sigma"] / 2,
+            generation_batch_size=job["prompts"], checkpoint_every=0, engine=engine, workers=k, use_ray=True, threads=1)
     ledger = Ledger(limit=2 * pop * job["prompts"], kind="samples")
     with tempfile.TemporaryDirectory() as d:
-        Population(es, engine, k, use_ray=True, threads=1).train(policy, task, ledger, Path(d))
+        es.train(policy, task, ledger, Path(d))
     last = ledger.history[-1].extras  # the step log is the ledger's history (what a run keeps in its record)
     return {"workers": k, "population": pop, "iterations": ledger.steps, "iteration_s": last["step_s"],
             "sequences_per_s": pop * job["prompts"] / last["step_s"], "tokens_per_s": last["tokens"] / last["step_s"]}

@@ -39,6 +39,7 @@ Departures from the paper's reference code (all deliberate):
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import statistics
@@ -47,19 +48,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from harness.atomic import write_text_atomic
 from harness.budget import Ledger, StepStats
 from harness.engines import plain_engine
-from harness.flops import generation_flops, padded_generation_flops
-from harness.policy import Policy, generate
+from harness.flops import generation_flops
+from harness.policy import Policy
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.es_core import (CKPT, LOOSE, NORMALIZE, VARIANT_DEFAULTS, VariantError, es_update,  # noqa: F401
                              members, noise, noise_seed, noise_spec, normalize, perturb, restore, update_terms,
                              wants_population, zscore)
+from methods.es_lora import adapter_tensors, wrap_lora
+from methods.es_workers import WorkerError, blocks, start_workers
 from tasks.base import Task
-
 
 
 @dataclass
@@ -141,9 +143,19 @@ class ESConfig:
             raise VariantError(f"method.lora={self.lora}: r must be >= 1 and alpha > 0")
 
 
-# ---- the method ----
+# ---- the method: the one ES loop ----
 class ES(ConfiguredMethod):
-    """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra)."""
+    """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra).
+
+    The loop runs on the driver; members are scored by workers (methods/es_workers.py): one in this
+    process (engine=hf on the policy's own model, or a vLLM engine) or K Ray actors. Per iteration the
+    driver draws the member seeds and prompt indices (a pure function of (seed, iteration)), assigns
+    members to workers in contiguous blocks, gathers one (reward, FLOPs) pair per member in member
+    order, normalises the rewards and sends the seeds and their coefficients to *every* worker, which
+    updates its own master. After every iteration the workers' master checksums are compared; a
+    mismatch raises (never a silent drift). K=1 and K=K' workers, and the HF and vLLM engines on one
+    device, reach bit-identical masters (tests/test_es_population.py).
+    """
 
     name = "es"
     label_keys = ("sigma", "alpha")
@@ -155,6 +167,11 @@ class ES(ConfiguredMethod):
         """False when members are scored on engine workers: the driver's model is stale until the end."""
         return not wants_population(self.config.engine, self.config.workers, self.config.use_ray)
 
+    @property
+    def use_ray(self) -> bool:
+        c = self.config
+        return c.workers > 1 if c.use_ray is None else bool(c.use_ray)
+
     def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
         """Member seeds (antithetic: one per mirrored pair) and prompt indices of one iteration: a pure
         function of (seed, iteration). methods.es_core.members expands seeds into (seed, sign) members."""
@@ -165,87 +182,118 @@ class ES(ConfiguredMethod):
             return seeds, list(range(c.prompts_per_iteration))
         return seeds, rng.sample(range(n_train), c.prompts_per_iteration)
 
-    def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
-        if wants_population(self.config.engine, self.config.workers, self.config.use_ray):
-            from methods import es_population  # Ray and vLLM only load when they are used
-            return es_population.train(self, policy, task, ledger, run_dir)
-        c, run_dir = self.config, Path(run_dir)
-        if c.peft:
-            from methods.es_lora import train_lora
-            return train_lora(self, policy, task, ledger, run_dir)
-        return self._train(policy, task, ledger, run_dir, list(policy.model.named_parameters()))
-
-    def _train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path, named: list) -> dict:
-        """The ES loop over the tensors `named` ((name, parameter) pairs: the model's, or its LoRA adapters)."""
+    def _check_workers(self) -> None:
         c = self.config
-        names, params = zip(*named)  # tied weights appear once in named_parameters()
-        params, master = list(params), [p.detach().float().clone() for p in params]
-        self.spec = noise_spec(list(names), [tuple(p.shape) for p in params], c.params, c.noise_rank)
-        buf = torch.empty(max(p.numel() for p in params), dtype=torch.float32, device=params[0].device)
+        if c.workers < 1:
+            raise ValueError(f"method.workers={c.workers} must be >= 1")
+        if c.workers > 1 and not self.use_ray:
+            raise ValueError(f"method.workers={c.workers} needs Ray (method.use_ray=true or null)")
+        if c.workers > c.population:
+            raise ValueError(f"method.workers={c.workers} exceeds method.population={c.population}; "
+                             "some workers would have no member to score")
+
+    def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
+        c = self.config
+        if not c.peft:
+            return self._train(policy, task, ledger, Path(run_dir))
+        # LoRA: the same loop on the adapter's tensors; generation runs through the wrapped model
+        peft_model = wrap_lora(policy.model, c.lora, seed=c.seed)
+        named = adapter_tensors(peft_model)
+        try:
+            out = self._train(dataclasses.replace(policy, model=peft_model), task, ledger, Path(run_dir), named)
+        finally:
+            with torch.no_grad():
+                policy.model = peft_model.merge_and_unload()  # the base model, adapters folded into its weights
+        return out | {"peft": "lora", "adapter_params": sum(p.numel() for _, p in named)}
+
+    def _train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path, named: list | None = None) -> dict:
+        """The ES loop over `named` ((name, tensor) pairs; None: the model's parameters)."""
+        c = self.config
+        self._check_workers()
         rows = task.load("train").to_dict()
         n_train = len(rows["prompt"])
         if c.prompts_per_iteration > n_train:
             raise ValueError(f"method.prompts_per_iteration={c.prompts_per_iteration} but the train split has "
                              f"{n_train} rows; lower it to at most {n_train}")
-        start = self._load_checkpoint(run_dir, names, master, ledger)
-        restore(params, master)
+        start, source = self._load_checkpoint(run_dir, ledger)
         self._check_fits(policy, task, ledger, rows)
-        it, skipped, last = start, 0, None
-        ledger.start_clock()
-        with torch.no_grad():
+        names_shapes = named if named is not None else list(policy.model.named_parameters())  # a meta model will do
+        spec = noise_spec([n for n, _ in names_shapes], [tuple(p.shape) for _, p in names_shapes], c.params,
+                          c.noise_rank)
+        engine = plain_engine(c.engine)
+        pool = self._start_workers(policy, task, engine, named)
+        k = len(pool.workers)
+        try:
+            indices = None if spec.indices is None else list(spec.indices)
+            checksum = self._agree(pool.call("init_master", [(source, indices, spec.rank)] * k), start)
+            it, skipped, last = start, 0, None
+            ledger.start_clock()
             while it < c.max_iterations and not ledger.exhausted:
-                last = self._iteration(it, policy, task, ledger, params, master, buf, rows, n_train)
+                last = self._iteration(pool, it, ledger, n_train)
+                checksum = last.extras["master_checksum"]
                 skipped += last.extras["skipped"]
                 it += 1
                 if c.checkpoint_every and it % c.checkpoint_every == 0:
-                    self._save_checkpoint(run_dir, it, names, master, ledger)
-        self._save_checkpoint(run_dir, it, names, master, ledger)
+                    self._save_checkpoint(pool, run_dir, it, ledger)
+            self._save_checkpoint(pool, run_dir, it, ledger)
+        finally:
+            pool.close()
+        if not self.weights_in_driver:  # the workers held the weights: the trained master into the driver's model
+            self._load_into(policy, run_dir / CKPT / "master.safetensors")
         ledger.close()
         return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
                 "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
-                "last_reward_mean": last.reward_mean if last else None}
+                "last_reward_mean": last.reward_mean if last else None, "workers": k,
+                "engine": engine["name"], "master_checksum": checksum}
 
-    def _iteration(self, it, policy, task, ledger, params, master, buf, rows, n_train) -> StepStats:
-        """One ES iteration; charges the ledger once the update is in the working weights."""
-        c, t = self.config, {"generate": 0.0, "reward": 0.0, "perturb_restore": 0.0, "update": 0.0}
-        spec = self.spec
+    def _start_workers(self, policy: Policy, task: Task, engine: dict, named: list | None):
+        c = self.config
+        return start_workers(c.workers, self.use_ray, engine, policy, task, c.threads, c.ray_address, named)
+
+    @staticmethod
+    def _agree(sums: list[str], it: int) -> str:
+        if len(set(sums)) != 1:
+            raise WorkerError(f"ES workers' master weights diverged after iteration {it}: checksums {sums}; "
+                              "refusing to continue (workers must apply identical updates)")
+        return sums[0]
+
+    def _iteration(self, pool, it: int, ledger: Ledger, n_train: int) -> StepStats:
+        """One ES iteration; charges the ledger once the update is in every worker's weights."""
+        c = self.config
+        k = len(pool.workers)
         t0 = time.perf_counter()
         seeds, idx = self._iteration_rng(it, n_train)
         seeds, signs = members(seeds, c.antithetic)
-        batch = {k: [v[i] for i in idx] for k, v in rows.items()}
-        columns = {k: v for k, v in batch.items() if k != "prompt"}
-        rewards, flops, executed = [], 0.0, 0.0
-        for s, sign in zip(seeds, signs):
-            a = time.perf_counter()
-            perturb(params, master, s, sign * c.sigma, buf, spec)
-            b = time.perf_counter()
-            gen = generate(policy, batch["prompt"], greedy=True, max_new_tokens=task.max_new_tokens,
-                           batch_size=c.generation_batch_size)
-            d = time.perf_counter()
-            restore(params, master, spec)
-            e = time.perf_counter()
-            scores = task.reward([x[0] for x in gen.texts], **columns)
-            f = time.perf_counter()
-            rewards.append(statistics.fmean(scores))
-            flops += generation_flops(policy.model.config, gen.prompt_tokens, [x[0] for x in gen.completion_tokens])
-            executed += padded_generation_flops(policy.model.config, gen.batches)
-            t["perturb_restore"] += (b - a) + (e - d)
-            t["generate"] += d - b
-            t["reward"] += f - e
+        a = time.perf_counter()
+        parts = pool.call("score", [(seeds[lo:hi], idx, c.sigma, c.generation_batch_size, signs[lo:hi])
+                                    for lo, hi in blocks(len(seeds), k)],
+                          f"scoring the members of iteration {it + 1}")
+        scored = [m for part in parts for m in part]  # member order
+        t_score = time.perf_counter() - a
+        rewards = [m["reward"] for m in scored]
+        flops, executed = 0.0, 0.0
+        for m in scored:  # summed in member order, whatever the number of workers
+            flops += m["flops"]
+            executed = None if executed is None or m["executed_flops"] is None else executed + m["executed_flops"]
         a = time.perf_counter()
         z = normalize(rewards, c.normalize)
-        norm = 0.0
-        if z is not None:
+        if z is None:  # every member scored the same: no signal, no update
+            norms, sums = [0.0] * k, pool.call("checksum", [()] * k, "checking")
+        else:
             terms, coefs = update_terms(seeds, signs, z)
-            norm = es_update(master, terms, coefs, c.alpha, buf, spec, n=len(seeds))
-            restore(params, master, spec)  # cast the updated master into the working weights
-        t["update"] = time.perf_counter() - a
+            res = pool.call("update", [(terms, coefs, c.alpha, len(seeds))] * k, f"updating at iteration {it + 1}")
+            norms, sums = [r[0] for r in res], [r[1] for r in res]
+        checksum = self._agree(sums, it + 1)
+        t_update = time.perf_counter() - a
+        t = {key: sum(m["t"][key] for m in scored) for key in ("generate", "reward", "perturb_restore")}
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
         return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
                            executed_flops=executed,
-                           iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norm,
+                           iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norms[0],
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
-                           **{f"time_{k}_s": v for k, v in t.items()})
+                           **{f"time_{key}_s": v for key, v in t.items()}, time_update_s=t_update,
+                           time_score_wall_s=t_score, workers=k, engine=plain_engine(c.engine)["name"],
+                           master_checksum=checksum, tokens=sum(m["tokens"] for m in scored))
 
     def _check_fits(self, policy, task, ledger, rows) -> None:
         """Fail before any work when one iteration (worst case: every completion at max length) exceeds the budget."""
@@ -259,29 +307,35 @@ class ES(ConfiguredMethod):
         ledger.check_step_fits(cost, "ES iteration")
 
     # ---- checkpoints: run_dir/es_checkpoint/{master.safetensors,state.json}, swapped in atomically ----
-    def _save_checkpoint(self, run_dir: Path, iteration: int, names, master, ledger: Ledger) -> None:
+    def _save_checkpoint(self, pool, run_dir: Path, iteration: int, ledger: Ledger) -> None:
+        """Worker 0 writes the master (run_dir must be on a filesystem every node sees); state.json last."""
         state = {"iteration": iteration, "config": asdict(self.config), "rng": "a pure function of (seed, iteration)",
-                 "ledger": ledger.state_dict()}
+                 "ledger": ledger.state_dict(),
+                 "population": {"workers": len(pool.workers), "engine": plain_engine(self.config.engine)["name"]}}
 
         def write(tmp: Path) -> None:
-            save_file({n: m.detach().cpu().contiguous() for n, m in zip(names, master)}, str(tmp / "master.safetensors"))
+            pool.call("save_master", [(str(tmp / "master.safetensors"),)], "checkpointing")  # worker 0 only
             fsync_file(tmp / "master.safetensors")
             write_text_atomic(tmp / "state.json", json.dumps(state, indent=1) + "\n")  # last: marks it complete
 
         save_dir_atomic(run_dir / CKPT, write)
 
-    def _load_checkpoint(self, run_dir: Path, names, master, ledger: Ledger) -> int:
-        """Load master weights and ledger state if run_dir holds a checkpoint; return the iteration."""
+    def _load_checkpoint(self, run_dir: Path, ledger: Ledger) -> tuple[int, str | None]:
+        """(iteration, master file) of run_dir's ES checkpoint, ledger state restored; (0, None) if none."""
         path = latest_dir(run_dir / CKPT, "state.json")
         if path is None:
-            return 0
+            return 0, None
         state = json.loads((path / "state.json").read_text())
         check_resumable(path, asdict(self.config), {**VARIANT_DEFAULTS, **state["config"]}, LOOSE, "ES")
-        weights = load_file(str(path / "master.safetensors"))
-        if set(weights) != set(names):
-            raise ValueError(f"{path} holds weights for a different model; use a fresh run_dir")
-        for n, m in zip(names, master):
-            m.copy_(weights[n])
         ledger.load_state_dict(state["ledger"])
         print(f"es: resumed from {path} at iteration {state['iteration']}", flush=True)
-        return state["iteration"]
+        return state["iteration"], str((path / "master.safetensors").resolve())
+
+    @torch.no_grad()
+    def _load_into(self, policy: Policy, path: Path) -> None:
+        """The trained master into the driver's HF model (for evaluation), cast as restore does."""
+        if any(p.is_meta for p in policy.model.parameters()):
+            return
+        saved = load_file(str(path))
+        for n, p in policy.model.named_parameters():
+            p.copy_(saved[n])

@@ -1,6 +1,6 @@
-"""The pure pieces of ES that the in-place loop (methods/es.py), the worker population
-(methods/es_population.py) and the generation engines (harness/engines) share: the noise streams,
-perturb/restore, the update, z-scores, and the checkpoint's name and resumable settings.
+"""The pure pieces of ES that the loop (methods/es.py) and the weight adapters (methods/es_weights.py,
+methods/es_vllm.py) share: the noise streams, perturb/restore, the update, z-scores, the master's
+checksum, and the checkpoint's name and resumable settings.
 
 Noise is defined per parameter (member seed, index in the HF model's `named_parameters()`), so an
 engine that holds the weights in another layout (vLLM's fused qkv) still draws the same noise.
@@ -12,6 +12,7 @@ the default spec (all tensors, full rank) runs exactly the operations ES ran bef
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import statistics
@@ -108,7 +109,8 @@ _MASK64 = (1 << 64) - 1
 
 
 def wants_population(engine=None, workers: int = 1, use_ray: bool | None = None) -> bool:
-    """True when ES scores its members on engine workers (methods/es_population.py) instead of in place."""
+    """True when ES's members are not scored on the driver's own model (a vLLM engine, or Ray workers):
+    the driver's weights are then stale until the end of training."""
     name = engine if isinstance(engine, str) or engine is None else dict(engine).get("name", "hf")
     return (name or "hf") != "hf" or workers > 1 or bool(use_ray)
 
@@ -261,3 +263,22 @@ def update_terms(seeds: list[int], signs: list[float], z: list[float]) -> tuple[
             out_s.append(s)
             out_c.append(sign * zn)
     return out_s, out_c
+
+
+def master_checksum(master: list[torch.Tensor], chunk: int = 1 << 26) -> str:
+    """A fingerprint of the exact bits of every master tensor (any one-ulp change alters it).
+
+    Integer sums of the fp32 bit patterns, two mixes per tensor, computed on the tensors' own device
+    in chunks (no full copy of a 7B master), then hashed together with the tensor index. Workers
+    compare it after every update (they must hold identical masters).
+    """
+    h = hashlib.sha256()
+    for i, m in enumerate(master):
+        flat = m.detach().reshape(-1).view(torch.int32)
+        s1 = s2 = 0
+        for a in range(0, flat.numel(), chunk):
+            x = flat[a:a + chunk].to(torch.int64)
+            s1 += int(x.sum())
+            s2 += int((x * ((x >> 9) | 1)).sum())  # wraps in int64 (deterministic)
+        h.update(f"{i}:{m.numel()}:{s1}:{s2};".encode())
+    return h.hexdigest()[:16]

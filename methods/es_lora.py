@@ -1,8 +1,9 @@
 """ES over LoRA adapter weights (`method.peft=lora`): the subspace reduction, measured against full ES.
 
-The policy's model is wrapped with peft.get_peft_model (adapters on `method.lora.target_modules`,
-rank `r`, scale `alpha`), and ES perturbs and updates only the adapter tensors (lora_A and lora_B;
-lora_B starts at zero, so every member's change at the start comes from its lora_B noise). All ES
+ES.train (methods/es.py) wraps the policy's model with peft.get_peft_model (adapters on
+`method.lora.target_modules`, rank `r`, scale `alpha`) and hands the adapter tensors (lora_A and
+lora_B) to the one ES loop as the tensors it perturbs and updates (lora_B starts at zero, so every
+member's change at the start comes from its lora_B noise). All ES
 guarantees carry over unchanged: the master, checkpoints and resume hold the adapter tensors
 (named as peft names them), and the variants (params regex over adapter names, noise_rank,
 antithetic, normalize) apply to them. The adapter is initialised from the method's seed, so a run
@@ -15,18 +16,7 @@ not counted).
 """
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 import torch
-
-from harness.budget import Ledger
-from harness.policy import Policy
-from tasks.base import Task
-
-if TYPE_CHECKING:
-    from methods.es import ES
 
 
 def wrap_lora(model: torch.nn.Module, lora: dict, seed: int):
@@ -48,16 +38,3 @@ def adapter_tensors(peft_model) -> list[tuple[str, torch.nn.Parameter]]:
     if not named:
         raise ValueError("method.peft=lora: the adapter has no lora_ tensors; check method.lora.target_modules")
     return named
-
-
-def train_lora(es: ES, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
-    """ES.train on the LoRA adapter of `policy.model`; returns its summary with the adapter's size."""
-    c = es.config
-    peft_model = wrap_lora(policy.model, c.lora, seed=c.seed)
-    named = adapter_tensors(peft_model)
-    try:
-        out = es._train(dataclasses.replace(policy, model=peft_model), task, ledger, Path(run_dir), named)
-    finally:
-        with torch.no_grad():
-            policy.model = peft_model.merge_and_unload()  # the base model, adapters folded into its weights
-    return out | {"peft": "lora", "adapter_params": sum(p.numel() for _, p in named)}

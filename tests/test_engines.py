@@ -1,5 +1,6 @@
 """Tests for harness/engines: both engines return the same Generation (texts and ledger token counts),
-ES's perturb/restore reach the vLLM engine's matmuls with the same noise as HF, restore is exact.
+and ES's weight adapters (methods/es_weights.py) reach the vLLM engine's matmuls with the same noise as
+HF's, with an exact restore.
 
     python -m pytest tests/test_engines.py -q
 
@@ -13,6 +14,8 @@ import torch
 from harness.engines import EngineConfig, EngineError, make_engine, vllm_available
 from harness.engines.hf import HFEngine
 from harness.policy import generate, load_policy
+from methods.es_vllm import EXTENSION
+from methods.es_weights import weights_for
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)
@@ -42,28 +45,30 @@ def long_prompts(prompts):
 def vllm_engine(policy):
     if NO_VLLM:
         pytest.skip(NO_VLLM)
-    engine = make_engine(policy, EngineConfig(name="vllm", prefix_caching=True))  # the cache must be reset
+    engine = make_engine(policy, EngineConfig(name="vllm", prefix_caching=True),  # the cache must be reset
+                         extension=EXTENSION)
     yield engine
     engine.close()
 
 
 def test_hf_engine_is_policy_generate(policy, prompts):
     engine = make_engine(policy)
-    assert isinstance(engine, HFEngine) and engine.names[0] == "model.embed_tokens.weight"
+    assert isinstance(engine, HFEngine) and engine.policy is policy
     a = engine.generate(prompts[:8], max_new_tokens=16, batch_size=4)
     b = generate(policy, prompts[:8], max_new_tokens=16, batch_size=4)
     assert a == b
 
 
-def test_hf_engine_perturb_restore_exact(policy, prompts):
-    engine = make_engine(policy)
-    before = [p.detach().clone() for p in engine.params]
-    engine.init_master()
-    sum0 = engine.checksum()
-    engine.perturb(7, 0.05)
-    assert not torch.equal(engine.params[0], before[0])
-    engine.restore()
-    assert all(torch.equal(p, b) for p, b in zip(engine.params, before)) and engine.checksum() == sum0
+def test_hf_weights_perturb_restore_exact(policy, prompts):
+    weights = weights_for(make_engine(policy))
+    assert weights.names[0] == "model.embed_tokens.weight"
+    before = [p.detach().clone() for p in weights.params]
+    weights.init_master()
+    sum0 = weights.checksum()
+    weights.perturb(7, 0.05)
+    assert not torch.equal(weights.params[0], before[0])
+    weights.restore()
+    assert all(torch.equal(p, b) for p, b in zip(weights.params, before)) and weights.checksum() == sum0
 
 
 def test_unknown_engine_and_missing_vllm_name_the_fix(policy, monkeypatch):
@@ -92,27 +97,28 @@ def test_vllm_greedy_equals_hf_with_same_token_counts(policy, prompts, long_prom
 
 @needs_vllm
 def test_vllm_perturb_matches_hf_and_restore_is_exact(policy, long_prompts, vllm_engine):
-    hf = HFEngine(policy)
+    hf_engine = HFEngine(policy)
+    hf, vw = weights_for(hf_engine), weights_for(vllm_engine)
     hf.init_master()
-    vllm_engine.init_master()
-    assert vllm_engine.checksum() == hf.checksum()  # same fp32 master bits, HF names and order
+    vw.init_master()
+    assert vw.checksum() == hf.checksum()  # same fp32 master bits, HF names and order
     base = vllm_engine.generate(long_prompts, max_new_tokens=24)
     try:
         for seed in (11, 12):
             hf.perturb(seed, 0.05)
-            vllm_engine.perturb(seed, 0.05)
-            h = hf.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
+            vw.perturb(seed, 0.05)
+            h = hf_engine.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
             v = vllm_engine.generate(long_prompts, max_new_tokens=24)
             assert v.completion_ids == h.completion_ids and v.texts != base.texts
             hf.restore()
-            vllm_engine.restore()
+            vw.restore()
         assert vllm_engine.generate(long_prompts, max_new_tokens=24) == base
-        norm_h, norm_v = hf.update([1, 2], [1.0, -1.0], 0.01), vllm_engine.update([1, 2], [1.0, -1.0], 0.01)
-        assert norm_h == norm_v and hf.checksum() == vllm_engine.checksum()
-        h = hf.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
+        norm_h, norm_v = hf.update([1, 2], [1.0, -1.0], 0.01), vw.update([1, 2], [1.0, -1.0], 0.01)
+        assert norm_h == norm_v and hf.checksum() == vw.checksum()
+        h = hf_engine.generate(long_prompts, max_new_tokens=24, batch_size=len(long_prompts))
         assert vllm_engine.generate(long_prompts, max_new_tokens=24).completion_ids == h.completion_ids
     finally:
-        vllm_engine.init_master()  # back to the checkpoint's weights for the other tests
+        vw.init_master(vllm_engine.model_dir)  # back to the checkpoint's weights for the other tests
         hf.init_master(vllm_engine.model_dir + "/model.safetensors")
 
 
@@ -138,7 +144,7 @@ def test_vllm_load_from_an_hf_model(prompts, vllm_engine):
         h = generate(trained, prompts[:8], max_new_tokens=16, batch_size=8)
         assert vllm_engine.generate(prompts[:8], max_new_tokens=16).completion_ids == h.completion_ids
     finally:
-        vllm_engine.init_master(vllm_engine.model_dir + "/model.safetensors")
+        vllm_engine.load_from(load_policy(MODEL, "float32", device="cpu").model)
 
 
 @needs_vllm

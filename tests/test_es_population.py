@@ -1,4 +1,4 @@
-"""Tests for methods/es_population.py: ES over engine workers gives the same weights as methods/es.py.
+"""Tests for ES's workers (methods/es_workers.py): K workers and either engine give the same weights as one.
 
     python -m pytest tests/test_es_population.py -q
 
@@ -15,7 +15,7 @@ import torch
 from harness.budget import Ledger
 from harness.engines import vllm_available
 from harness.policy import load_policy
-from methods import es, es_core, es_population
+from methods import es, es_core, es_workers
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)
@@ -61,7 +61,8 @@ def rewards(ledger) -> list[float]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """methods/es.py's own loop: 2 iterations; the weights, ledger and rewards every variant must reproduce."""
+    """ES with its defaults (one in-process worker, engine=hf): 2 iterations; the weights, ledger and rewards
+    every other placement must reproduce."""
     run = tmp_path_factory.mktemp("es")
     pol, ledger = policy(), Ledger(limit=2 * N * P, kind="samples")
     make_es().train(pol, TASK, ledger, run)
@@ -82,7 +83,7 @@ def ray_cluster():
 
 def run_population(tmp_path, engine="hf", workers=1, iterations=2, **kw):
     pol, ledger = policy(), Ledger(limit=iterations * N * P, kind="samples")
-    out = es_population.train(make_es(engine=engine, workers=workers, **kw), pol, TASK, ledger, tmp_path)
+    out = make_es(engine=engine, workers=workers, **kw).train(pol, TASK, ledger, tmp_path)
     return pol, ledger, out
 
 
@@ -95,10 +96,20 @@ def test_dispatch_rule():
 
 
 def test_blocks_are_static_and_cover_the_population():
-    pop = es_population.Population(make_es(population=7), workers=3, use_ray=True)
-    assert pop.blocks(7) == [(0, 3), (3, 5), (5, 7)]
+    assert es_workers.blocks(7, 3) == [(0, 3), (3, 5), (5, 7)]
     with pytest.raises(ValueError, match="exceeds method.population"):
-        es_population.Population(make_es(), workers=N + 1, use_ray=True)
+        make_es(workers=N + 1, use_ray=True)._check_workers()
+
+
+class HookedWorker(es_workers.ESWorker):
+    """An ES worker with the two faults the tests need (it travels to the Ray actors by value)."""
+
+    def corrupt_for_test(self, index: int = 0, delta: float = 1e-6) -> None:
+        self.weights.master[index].view(-1)[0] += delta  # the master drifts in one element
+
+    def die_for_test(self) -> None:
+        import os
+        os._exit(1)  # as a crashed worker would
 
 
 def test_hf_in_process_equals_es_train(tmp_path, reference):
@@ -120,28 +131,22 @@ def test_ray_two_workers_bit_identical(tmp_path, reference, ray_cluster):
 
 @needs_ray
 def test_divergence_raises(tmp_path, ray_cluster, monkeypatch):
-    start = es_population.Population.start
+    monkeypatch.setattr(es_workers, "ESWorker", HookedWorker)
+    orig = es.ES._iteration
 
-    def corrupt_one(self, *a):
-        pool = start(self, *a)
-        self._corrupt = lambda: ray_cluster.get(pool.workers[1].corrupt_for_test.remote())
-        return pool
+    def iteration(self, pool, *a):
+        ray_cluster.get(pool.workers[1].corrupt_for_test.remote())  # worker 1's master drifts by 1e-6
+        return orig(self, pool, *a)
 
-    monkeypatch.setattr(es_population.Population, "start", corrupt_one)
-    orig = es_population.Population._iteration
-
-    def iteration(self, *a):
-        self._corrupt()  # worker 1's master drifts by 1e-6 in one element
-        return orig(self, *a)
-
-    monkeypatch.setattr(es_population.Population, "_iteration", iteration)
-    with pytest.raises(es_population.WorkerError, match="diverged after iteration 1"):
+    monkeypatch.setattr(es.ES, "_iteration", iteration)
+    with pytest.raises(es_workers.WorkerError, match="diverged after iteration 1"):
         run_population(tmp_path, workers=2)
 
 
 @needs_ray
 def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, reference, ray_cluster, monkeypatch):
-    orig = es_population._RayPool.call
+    monkeypatch.setattr(es_workers, "ESWorker", HookedWorker)
+    orig = es_workers.RayWorkers.call
 
     def call(self, method, args, what=""):
         if method == "score" and getattr(self, "_scored", 0) == 1:  # second iteration: worker 1 crashes
@@ -150,10 +155,10 @@ def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, referen
             self._scored = getattr(self, "_scored", 0) + 1
         return orig(self, method, args, what)
 
-    monkeypatch.setattr(es_population._RayPool, "call", call)
-    with pytest.raises(es_population.WorkerError, match="died while scoring the members of iteration 2.*resume"):
+    monkeypatch.setattr(es_workers.RayWorkers, "call", call)
+    with pytest.raises(es_workers.WorkerError, match="died while scoring the members of iteration 2.*resume"):
         run_population(tmp_path, workers=2)
-    monkeypatch.setattr(es_population._RayPool, "call", orig)
+    monkeypatch.setattr(es_workers.RayWorkers, "call", orig)
     pol, ledger, out = run_population(tmp_path, workers=2)  # same run_dir: resumes after iteration 1
     assert out["resumed_from"] == 1 and out["steps"] == 2
     assert same(params(pol), reference["params"])
@@ -164,16 +169,16 @@ def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, referen
 def test_more_workers_than_gpus_is_one_line(ray_cluster, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a "GPU node" whose Ray cluster has no GPU
     spec = {"name_or_path": MODEL, "dtype": "float32", "chat_template": False, "system_prompt": None, "device": "cuda"}
-    with pytest.raises(es_population.EngineError, match=r"method.workers=2 needs 2 GPUs .* has 0; lower") as e:
-        es_population._RayPool(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
+    with pytest.raises(es_workers.EngineError, match=r"method.workers=2 needs 2 GPUs .* has 0; lower") as e:
+        es_workers.RayWorkers(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
     assert "\n" not in str(e.value)
 
 
 def test_engine_from_a_hydra_node():
     from omegaconf import OmegaConf
     node = OmegaConf.create({"name": "vllm", "engines_per_gpu": 2, "extra": {}})
-    pop = es_population.Population(make_es(), node, workers=2, use_ray=True)
-    assert pop.engine_cfg["name"] == "vllm" and pop.engine_cfg["engines_per_gpu"] == 2
+    cfg = make_es(engine=node, workers=2, use_ray=True).config
+    assert cfg.engine["name"] == "vllm" and cfg.engine["engines_per_gpu"] == 2
 
 
 @needs_vllm

@@ -16,9 +16,9 @@ from transformers import AutoModelForCausalLM, Qwen2Config
 
 from harness.budget import Ledger
 from harness.chartok import build_char_tokenizer
-from harness.engines.base import master_checksum
 from harness.policy import Policy
-from methods import es, es_core, es_population
+from methods import es, es_core
+from methods.es_core import master_checksum
 
 torch.set_num_threads(1)
 N, P = 4, 8  # population, prompts per iteration
@@ -237,18 +237,6 @@ def test_variant_trains_and_resumes_bit_identically(tmp_path, variant):
     with pytest.raises(ValueError, match="use the same method settings"):  # a different variant refuses to resume
         make_es(**(kw | {"antithetic": not kw.get("antithetic", False)})).train(
             ref_policy(), TASK, Ledger(limit=4 * N * P, kind="samples"), tmp_path / "part")
-
-
-def test_population_path_equals_in_place_for_variants(tmp_path):
-    kw = dict(params="norms+attention", noise_rank=2, antithetic=True, normalize="centered_ranks")
-    a = ref_policy()
-    la = Ledger(limit=2 * N * P, kind="samples")
-    make_es(**kw).train(a, TASK, la, tmp_path / "inplace")
-    b = ref_policy()
-    lb = Ledger(limit=2 * N * P, kind="samples")
-    es_population.train(make_es(engine="hf", **kw), b, TASK, lb, tmp_path / "pop")
-    assert checksum(a.model) == checksum(b.model)
-    assert [s.reward_mean for s in la.history] == [s.reward_mean for s in lb.history] and la.flops == lb.flops
 
 
 def test_old_checkpoint_without_variant_keys_resumes(tmp_path):

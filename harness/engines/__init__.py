@@ -8,10 +8,10 @@ The interface is harness/engines/base.py; tests: python -m pytest tests/test_eng
 """
 from __future__ import annotations
 
-from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, master_checksum
+from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError
 from harness.policy import Policy
 
-__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "master_checksum", "plain_engine", "trl_vllm_kwargs",
+__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "plain_engine", "trl_vllm_kwargs",
            "vllm_available"]
 
 
@@ -35,8 +35,12 @@ def vllm_available() -> str | None:
     return None
 
 
-def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, **kwargs) -> Engine:
-    """Build the configured engine around `policy` (its weights, tokenizer and prompt format)."""
+def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, extension: str | None = None,
+                **kwargs) -> Engine:
+    """Build the configured engine around `policy` (its weights, tokenizer and prompt format).
+
+    `extension`: for vLLM, a subclass of harness.engines.vllm_worker.WorkerExtension ("module.Class")
+    mixed into the engine's worker, for a method that writes weights of its own (ES)."""
     if cfg is None or isinstance(cfg, dict):
         cfg = EngineConfig(**{**(cfg or {}), **kwargs})
     if cfg.name == "hf":
@@ -46,7 +50,7 @@ def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, **kwargs
     if reason:
         raise EngineError(reason)
     from harness.engines.vllm import VLLMEngine
-    return VLLMEngine(policy, cfg)
+    return VLLMEngine(policy, cfg, extension=extension)
 
 
 def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None = None) -> dict:

