@@ -3,10 +3,8 @@
     python -m pytest tests/test_configs.py -q
 """
 import inspect
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
@@ -21,21 +19,16 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-def _compose(overrides):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
-
-
 def _bind(node):
     kwargs = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k != "_target_"}
     inspect.signature(get_method(node._target_)).bind(**kwargs)
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
-def test_every_option_composes_and_binds(group, option):
+def test_every_option_composes_and_binds(compose, group, option):
     # generic: what model=<hub id or folder> composes to (harness/model_arg.py), so it comes with a name
-    cfg = _compose([f"{group}={option}", *(["model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct"]
-                                           if (group, option) == ("model", "generic") else [])])
+    cfg = compose(f"{group}={option}", *(["model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct"]
+                                         if (group, option) == ("model", "generic") else []))
     for node in (cfg.task, cfg.method):
         _bind(node)
     EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
@@ -43,9 +36,9 @@ def test_every_option_composes_and_binds(group, option):
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
-def test_every_experiment_run_composes_and_binds(experiment):
+def test_every_experiment_run_composes_and_binds(compose, experiment):
     """Every run of the plan (each model x cell/grid point; seeds only change `seed`) composes and binds."""
-    cfg = _compose([f"experiment={experiment}"])
+    cfg = compose(f"experiment={experiment}")
     runs = plan(cfg)
     assert runs and [r.index for r in runs] == list(range(len(runs)))
     assert len({r.key for r in runs}) == len(runs), "two runs would share a records folder"
@@ -55,7 +48,7 @@ def test_every_experiment_run_composes_and_binds(experiment):
         if overrides in seen:
             continue
         seen.add(overrides)
-        child = _compose([f"experiment={experiment}", *overrides])
+        child = compose(f"experiment={experiment}", *overrides)
         _bind(child.method)
         _bind(child.task)
         for key in r.point:
@@ -66,20 +59,20 @@ def test_every_experiment_run_composes_and_binds(experiment):
 
 
 @pytest.mark.parametrize("sweep", options("sweep"))
-def test_every_sweep_composes_with_an_experiment(sweep):
-    cfg = _compose(["experiment=quickstart", f"sweep={sweep}"])
+def test_every_sweep_composes_with_an_experiment(compose, sweep):
+    cfg = compose("experiment=quickstart", f"sweep={sweep}")
     assert plan(cfg)
 
 
-def test_qiu2025_table1_plan_and_paper_numbers():
-    cfg = _compose(["experiment=qiu2025_table1"])
+def test_qiu2025_table1_plan_and_paper_numbers(compose):
+    cfg = compose("experiment=qiu2025_table1")
     runs = plan(cfg)
     assert len(runs) == 7 * (1 + 1 + 3 * 4)   # models x (base, ES, PPO/GRPO(8)/GRPO(30) grids of 4)
     assert {r.column for r in runs} == {"Original", "ES", "PPO", "GRPO(8)", "GRPO(30)"}
     for model, cols in cfg.paper.items():
         assert model in {r.model for r in runs} and set(cols) == {r.column for r in runs}
     assert cfg.paper["qwen2.5-3b-instruct"]["ES"] == 60.5
-    es = _compose(["experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides])
+    es = compose("experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides)
     m = es.method
     assert (m.population, m.sigma, m.alpha, m.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
     # priced from the model's shape (harness/model_shapes.py): 3e6 completions of 150 + 300 tokens
@@ -87,30 +80,28 @@ def test_qiu2025_table1_plan_and_paper_numbers():
     from harness.model_shapes import load_shape
     per_completion = generation_flops(load_shape("Qwen/Qwen2.5-0.5B-Instruct"), [150], [300])
     assert es.budget.kind == "flops" and es.budget.flops == pytest.approx(3e6 * per_completion) == pytest.approx(1.24e18, rel=0.01)
-    samples = _compose(["experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides])
+    samples = compose("experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides)
     assert samples.budget.kind == "samples" and samples.budget.samples == 3e6   # equal samples: one override
 
 
-def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it():
+def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it(compose):
     for extra, ratio in (([], 0.5), (["vars.alpha_per_sigma=null"], None)):
-        cfg = _compose(["experiment=sigma_sweep", *extra])
+        cfg = compose("experiment=sigma_sweep", *extra)
         run = next(r for r in plan(cfg) if r.point.get("method.sigma") == 3e-3)
-        child = _compose(["experiment=sigma_sweep", *extra, *run.overrides])
+        child = compose("experiment=sigma_sweep", *extra, *run.overrides)
         assert child.method.sigma == 3e-3 and child.method.alpha_per_sigma == ratio
         _bind(child.method)
 
 
-def test_twins_use_the_zoo_and_every_zoo_size():
+def test_twins_use_the_zoo_and_every_zoo_size(compose):
     for name in ("qiu2025_table1_cpu", "sigma_sweep_cpu"):
-        runs = plan(_compose([f"experiment={name}"]))
+        runs = plan(compose(f"experiment={name}"))
         assert {r.model for r in runs} == {"zoo-100k", "zoo-1m", "zoo-4m"}
 
 
-def test_launcher_config_composes():
+def test_launcher_config_composes(compose):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["experiment=smoke", "launcher=submitit_slurm",
-                                                       "hydra.launcher.partition=gpu"], return_hydra_config=True)
+    cfg = compose("experiment=smoke", "launcher=submitit_slurm", "hydra.launcher.partition=gpu", hydra=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher") and launcher.partition == "gpu"
     assert {"gpus_per_node", "timeout_min", "mem_gb", "cpus_per_task"} <= set(launcher)
@@ -123,21 +114,21 @@ def test_every_config_opens_with_its_command():
         assert any("python -m harness" in ln for ln in head), f"{path} should open with its launch command"
 
 
-def test_model_hub_id_or_folder_composes_to_the_generic_config(tmp_path):
+def test_model_hub_id_or_folder_composes_to_the_generic_config(compose, tmp_path):
     """`model=<hub id or folder>` as the README writes it: Hydra alone would look for conf/model/Qwen/...yaml."""
     from harness.model_arg import ModelArgError, rewrite_argv
     from harness.schema import validate
     assert rewrite_argv(["prog", "model=zoo-1m", "method=es"]) == ["prog", "model=zoo-1m", "method=es"]
     argv = rewrite_argv(["prog", "model=Qwen/Qwen2.5-1.5B-Instruct", "method=es"])
     assert argv == ["prog", "model=generic", "model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct", "method=es"]
-    cfg = _compose(argv[1:])
+    cfg = compose(*argv[1:])
     validate(cfg)
     assert (cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template) == ("Qwen/Qwen2.5-1.5B-Instruct", "auto", "auto")
     assert (cfg.method.sigma, cfg.method.alpha) == (1e-3, 5e-4)   # the paper's ES set for a real model
     folder = tmp_path / "my model"
     folder.mkdir()
     assert rewrite_argv(["prog", f"model={folder}"])[2] == f"model.name_or_path='{folder}'"   # quoted: a space
-    assert _compose(rewrite_argv(["prog", f"model={folder}"])[1:]).model.name_or_path == str(folder)
+    assert compose(*rewrite_argv(["prog", f"model={folder}"])[1:]).model.name_or_path == str(folder)
     with pytest.raises(ModelArgError, match="no folder './no/such/model'"):
         rewrite_argv(["prog", "model=./no/such/model"])
     with pytest.raises(ModelArgError, match="did you mean model=qwen2.5-1.5b-instruct"):
@@ -145,7 +136,7 @@ def test_model_hub_id_or_folder_composes_to_the_generic_config(tmp_path):
     assert rewrite_argv(["prog", "model=zoo-1m,zoo-4m"])[1] == "model=zoo-1m,zoo-4m"   # a sweep stays Hydra's
 
 
-def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(caplog):
+def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(compose, caplog):
     """budget.flops=1e30 used to run silently to max_iterations; shipped settings never warn."""
     import logging
     from types import SimpleNamespace
@@ -154,13 +145,13 @@ def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(caplog):
     task = SimpleNamespace(max_new_tokens=16)
     with caplog.at_level(logging.WARNING, logger="esbench"):
         for method in ("es", "grpo", "ppo"):
-            warn_unreachable_budget(_compose([f"method={method}"]), method, task)
-        for r in plan(_compose(["experiment=quickstart"])):
-            child = _compose(["experiment=quickstart", *r.overrides])
+            warn_unreachable_budget(compose(f"method={method}"), method, task)
+        for r in plan(compose("experiment=quickstart")):
+            child = compose("experiment=quickstart", *r.overrides)
             warn_unreachable_budget(child, child.method._target_.rsplit(".", 1)[1].lower(), task)
         assert not caplog.records, [r.getMessage() for r in caplog.records]
-        warn_unreachable_budget(_compose(["method=es", "budget.flops=1e30"]), "es", task)
-        warn_unreachable_budget(_compose(["method=grpo", "budget=paper_samples", "budget.samples=1e12"]), "grpo", task)
+        warn_unreachable_budget(compose("method=es", "budget.flops=1e30"), "es", task)
+        warn_unreachable_budget(compose("method=grpo", "budget=paper_samples", "budget.samples=1e12"), "grpo", task)
     es, grpo = (r.getMessage() for r in caplog.records)
     assert es.startswith("budget.flops=1e+30 cannot be spent: method.max_iterations=500 steps buy at most ")
     assert "budget.samples=1e+12 cannot be spent: method.max_steps=1000000 steps buy at most 6.4e+07 samples" in grpo

@@ -12,41 +12,33 @@ import pytest
 import torch
 
 from harness.budget import BudgetError, Ledger
-from harness.chartok import build_char_tokenizer
 from harness.flops import generation_flops, scoring_flops
-from harness.policy import Policy
 from harness.steplog import make_ledger
-from harness.zoo import ZOO, make_model
 from methods.grpo import GRPO, GRPOMethodConfig
-from tasks.countdown import Countdown
-
-torch.set_num_threads(1)
 
 HP = dict(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3, beta=0.0)
 BATCH = 16  # prompts_per_step x num_generations
 
 
-class DigitCountdown(Countdown):
+@pytest.fixture
+def policy(tiny_policy):
+    """A fresh tiny policy in training mode, as make_model builds it (a test checks GRPO leaves it in eval)."""
+    return tiny_policy(eval_mode=False)
+
+
+@pytest.fixture(scope="session")
+def task(toy_task):
     """Countdown prompts with a dense reward (share of digits in the completion), so that a random
     model's completions differ in reward and GRPO has a non-zero advantage to follow."""
-
-    def reward(self, completions, **kwargs):
-        return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
+    return toy_task("digits", n_train=64)
 
 
-def tiny_policy() -> Policy:
-    tok = build_char_tokenizer()
-    model = make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id)
-    return Policy(model, tok, "test")
-
-
-def run(tmp_path, ledger=None, policy=None, **overrides):
-    """Train a fresh tiny policy; return (policy, params before, ledger, train_log rows, summary)."""
-    policy = policy or tiny_policy()
+def run(tmp_path, policy, task, ledger=None, **overrides):
+    """Train `policy`; return (policy, params before, ledger, train_log rows, summary)."""
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     ledger = ledger or Ledger(limit=1e18)
     ledger.listeners = make_ledger(ledger.kind, ledger.limit, tmp_path, progress=False).listeners
-    summary = GRPO(**{**HP, **overrides}).train(policy, DigitCountdown(n_train=64), ledger, tmp_path)
+    summary = GRPO(**{**HP, **overrides}).train(policy, task, ledger, tmp_path)
     logged = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     rows = [{**r, **r["extras"]} for r in logged]  # the method's numbers are the StepStats' extras
     return policy, before, ledger, rows, summary
@@ -60,8 +52,8 @@ def hand_flops(config, row, *, updates_per_forward: int) -> float:
 
 
 @pytest.fixture(scope="module")
-def two_steps(tmp_path_factory):
-    return run(tmp_path_factory.mktemp("grpo"), max_steps=2)
+def two_steps(tmp_path_factory, tiny_policy, task):
+    return run(tmp_path_factory.mktemp("grpo"), tiny_policy(eval_mode=False), task, max_steps=2)
 
 
 def test_two_steps_train_and_charge(two_steps):
@@ -89,20 +81,20 @@ def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
     assert ledger.executed_flops >= ledger.flops  # what ran, padding included (harness/budget.py)
 
 
-def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path):
+def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path, policy, task):
     first_step = two_steps[2].history[0].flops
-    _, _, ledger, rows, summary = run(tmp_path, ledger=Ledger(limit=0.9 * first_step))
+    _, _, ledger, rows, summary = run(tmp_path, policy, task, ledger=Ledger(limit=0.9 * first_step))
     assert summary["steps"] == ledger.steps == len(rows) == 1
     assert ledger.exhausted and ledger.samples == BATCH
 
 
-def test_budget_below_one_step_fails_before_training(tmp_path):
+def test_budget_below_one_step_fails_before_training(tmp_path, policy, task):
     with pytest.raises(BudgetError, match="raise budget.flops"):
-        run(tmp_path, ledger=Ledger(limit=1e3))
+        run(tmp_path, policy, task, ledger=Ledger(limit=1e3))
 
 
-def test_beta_builds_reference_from_saved_initial_model(tmp_path):
-    policy, _, ledger, rows, _ = run(tmp_path, beta=1e-3, max_steps=1)
+def test_beta_builds_reference_from_saved_initial_model(tmp_path, policy, task):
+    policy, _, ledger, rows, _ = run(tmp_path, policy, task, beta=1e-3, max_steps=1)
     assert (tmp_path / "init_model" / "config.json").is_file()
     assert policy.model.config.name_or_path != str(tmp_path / "init_model")  # restored after TRL built it
     # Before the first update the policy equals the reference, so a reference built from the saved
@@ -115,8 +107,8 @@ def test_beta_builds_reference_from_saved_initial_model(tmp_path):
     assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=4))
 
 
-def test_num_iterations_reuses_batch_and_pays_old_logprobs(tmp_path):
-    policy, _, ledger, rows, _ = run(tmp_path, num_iterations=2, max_steps=2)
+def test_num_iterations_reuses_batch_and_pays_old_logprobs(tmp_path, policy, task):
+    policy, _, ledger, rows, _ = run(tmp_path, policy, task, num_iterations=2, max_steps=2)
     cfg = policy.model.config
     first, second = rows
     assert sum(first["flops_step"].values()) == pytest.approx(hand_flops(cfg, first, updates_per_forward=4))
@@ -125,13 +117,12 @@ def test_num_iterations_reuses_batch_and_pays_old_logprobs(tmp_path):
     assert ledger.samples == BATCH
 
 
-def test_prompts_go_through_the_chat_template(tmp_path):
-    policy = tiny_policy()
+def test_prompts_go_through_the_chat_template(tmp_path, policy, task):
     policy.tokenizer.chat_template = "{{ 'SYSTEM: solve the countdown problem. USER: ' + messages[-1]['content'] }}A:"
     policy.chat_template = True
-    _, _, _, rows, _ = run(tmp_path, policy=policy, max_steps=1)
+    _, _, _, rows, _ = run(tmp_path, policy, task, max_steps=1)
     wrapper = len(policy.format(""))  # 45 characters around each raw prompt (~10 characters)
-    raw = {len(p) for p in DigitCountdown(n_train=64).load("train")["prompt"]}
+    raw = {len(p) for p in task.load("train")["prompt"]}
     assert all(n - wrapper in raw for n in rows[0]["prompt_tokens"])
 
 

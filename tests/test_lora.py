@@ -26,15 +26,7 @@ from methods.lora import LoraSettings, adapter_parameters, check_peft, linear_na
 from methods.ppo import PPO
 from tasks.countdown import Countdown
 
-torch.set_num_threads(1)
 SEQ = 40
-
-
-class DenseCountdown(Countdown):
-    """A dense reward (a hash of the text), so any two different completions differ and GRPO has an advantage."""
-
-    def reward(self, completions, **kwargs):
-        return [sum(map(ord, c)) % 7 / 7 for c in completions]
 
 
 def _zoo(name="zoo-100k"):
@@ -98,20 +90,21 @@ def test_bad_peft_settings_fail_in_one_line():
         make_config(SequentialConfig, {"peft": "lora"}, "sequential")  # set it on a stage instead
 
 
-def _grpo(tmp_path, **hp):
+def _grpo(tmp_path, task, **hp):
     policy = _zoo()
     ledger = Ledger(limit=1e18)
     ledger.listeners = make_ledger(ledger.kind, ledger.limit, tmp_path, progress=False).listeners
     cfg = dict(prompts_per_step=2, num_generations=4, max_completion_length=8, learning_rate=1e-2, max_steps=1,
                checkpoint_every=0, peft="lora", lora={"r": 4, "alpha": 8, "dropout": 0.0}, **hp)
-    summary = GRPO(**cfg).train(policy, DenseCountdown(n_train=16), ledger, tmp_path)
+    summary = GRPO(**cfg).train(policy, task, ledger, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
     return policy, summary, rows
 
 
-def test_grpo_lora_trains_adapters_and_charges_the_lora_rule(tmp_path):
+def test_grpo_lora_trains_adapters_and_charges_the_lora_rule(tmp_path, toy_task):
     base = _zoo().model.state_dict()
-    policy, summary, rows = _grpo(tmp_path, beta=1e-3)
+    # a dense reward (a hash of the text): any two different completions differ, so GRPO has an advantage
+    policy, summary, rows = _grpo(tmp_path, toy_task("hash", n_train=16), beta=1e-3)
     params = summary["parameters"]
     assert summary["peft"] == "lora" and 0 < params["trainable"] < params["total"]
     lora_params = params["trainable"]
@@ -140,23 +133,15 @@ def test_ppo_lora_reports_policy_adapters_and_full_value_model(tmp_path):
     assert ledger.steps == 1 and not hasattr(policy.model, "peft_config")
 
 
-def _compose(*overrides):
-    from hydra import compose, initialize_config_dir
-
-    from harness.run import CONF_DIR
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
-
-
-def test_grpo_lora_grid_is_opt_in():
+def test_grpo_lora_grid_is_opt_in(compose):
     from harness.experiment import plan
     from harness.schema import validate
-    default = plan(_compose("experiment=qiu2025_table1_cpu"))
-    with_lora = _compose("experiment=qiu2025_table1_cpu", "+include=[GRPO-LoRA]")
+    default = plan(compose("experiment=qiu2025_table1_cpu"))
+    with_lora = compose("experiment=qiu2025_table1_cpu", "+include=[GRPO-LoRA]")
     validate(with_lora)
     lora_runs = [r for r in plan(with_lora) if r.grid == "GRPO-LoRA"]
     assert not [r for r in default if r.grid == "GRPO-LoRA"]
     assert len(plan(with_lora)) == len(default) + len(lora_runs) == len(default) + 6
     assert all("method.peft=lora" in r.overrides for r in lora_runs)
     with pytest.raises(ConfigError, match="'GRPO'.*not an optional grid.*include=\\[GRPO-LoRA\\]"):
-        validate(_compose("experiment=qiu2025_table1_cpu", "+include=[GRPO]"))
+        validate(compose("experiment=qiu2025_table1_cpu", "+include=[GRPO]"))

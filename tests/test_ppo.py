@@ -14,13 +14,9 @@ from trl.experimental.utils import get_reward
 from harness.budget import BudgetError, Ledger
 from harness.chartok import build_char_tokenizer
 from harness.flops import forward_flops, generation_flops
-from harness.policy import Policy
 from harness.steplog import make_ledger
-from harness.zoo import ZOO, make_model
 from methods.ppo import PPO, TaskRewardModel, make_value_model, update_flops
 from tasks.countdown import Countdown
-
-torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +24,10 @@ def tok():
     return build_char_tokenizer()
 
 
-def tiny_policy(tok) -> Policy:
-    return Policy(make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id), tok, "test")
+@pytest.fixture
+def policy(tiny_policy, tok):
+    """A fresh tiny policy on the module's tokenizer, in training mode as make_model builds it."""
+    return tiny_policy(tok, eval_mode=False)
 
 
 @pytest.mark.parametrize("pad_is_eos", [False, True])
@@ -70,16 +68,15 @@ def test_reward_adapter_matches_task_reward(tok, pad_is_eos):
     assert rm.drain() == []
 
 
-def test_value_model_copies_backbone_with_fresh_scalar_head(tok):
-    policy = tiny_policy(tok)
+def test_value_model_copies_backbone_with_fresh_scalar_head(policy):
     value = make_value_model(policy.model)
     assert value.score.out_features == 1
     for (n, a), (_, b) in zip(policy.model.model.state_dict().items(), value.model.state_dict().items()):
         assert torch.equal(a, b), n
 
 
-def test_update_flops_counts_each_pass(tok):
-    cfg = tiny_policy(tok).model.config
+def test_update_flops_counts_each_pass(policy):
+    cfg = policy.model.config
     f = update_flops(cfg, [10, 12], [5, 8], num_ppo_epochs=2)
     # the policy's LM head only where log-probs are used (the completion positions)
     fwd = forward_flops(cfg, 15, head_positions=5) + forward_flops(cfg, 20, head_positions=8)
@@ -90,8 +87,7 @@ def test_update_flops_counts_each_pass(tok):
     assert f["total"] == pytest.approx(f["generation"] + f["reference"] + f["value"] + f["train"])
 
 
-def test_two_updates_train_and_charge(tok, tmp_path):
-    policy = tiny_policy(tok)
+def test_two_updates_train_and_charge(policy, tmp_path):
     before = [p.detach().clone() for p in policy.model.parameters()]
     task = Countdown(n_train=16, max_new_tokens=8)
     ledger = make_ledger("samples", 8, tmp_path, progress=False)  # 2 updates x 4 prompts
@@ -109,8 +105,7 @@ def test_two_updates_train_and_charge(tok, tmp_path):
     assert all(0 <= r["reward_mean"] <= 1 and r["extras"]["kl"] is not None for r in log)
 
 
-def test_tiny_budget_stops_after_one_update(tok, tmp_path):
-    policy = tiny_policy(tok)
+def test_tiny_budget_stops_after_one_update(tok, policy, tmp_path):
     task = Countdown(n_train=16, max_new_tokens=8)
     prompt_ids = tok([r["prompt"] for r in task.load("train")], add_special_tokens=False)["input_ids"]
     cheapest = update_flops(policy.model.config, [min(map(len, prompt_ids))] * 4, [1] * 4, 1)["total"]

@@ -7,25 +7,15 @@ the stage-1 checkpoint); the end-to-end GRPO -> ES and ES -> GRPO runs on a tiny
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from harness.budget import Ledger
-from harness.chartok import build_char_tokenizer
-from harness.policy import Policy
 from harness.schema import validate
-from harness.zoo import ZOO, make_model
 from methods.es import ES
 from methods.grpo import GRPO
 from methods.sequential import Sequential, SequentialConfig
-from tasks.countdown import Countdown
-
-torch.set_num_threads(1)
-CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 class Toy:
@@ -59,18 +49,12 @@ class Closes:
         self.n += 1
 
 
-def tiny_policy() -> Policy:
-    tok = build_char_tokenizer()
-    model = make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id).eval()
-    return Policy(model, tok, "test")
-
-
 def toy_sequential(split=0.3):
     a, b = Toy("a", 1.0), Toy("b", 100.0)
     return Sequential(order=["a", "b"], split=split, stages={"a": a, "b": b}), a, b
 
 
-def test_budget_split_one_ledger_one_close(tmp_path):
+def test_budget_split_one_ledger_one_close(tmp_path, tiny_policy):
     seq, a, b = toy_sequential(0.3)
     ledger, closes = Ledger(limit=100, kind="samples"), Closes()
     ledger.listeners.append(closes)
@@ -81,7 +65,7 @@ def test_budget_split_one_ledger_one_close(tmp_path):
     assert out["switch"]["samples"] == 30 and [s["method"] for s in out["stages"]] == ["a", "b"]
 
 
-def test_rerun_skips_a_finished_first_stage(tmp_path):
+def test_rerun_skips_a_finished_first_stage(tmp_path, tiny_policy):
     pol = tiny_policy()
     before = [p.detach().clone() for p in pol.model.parameters()]
     seq, a, b = toy_sequential(0.3)
@@ -110,10 +94,9 @@ def test_config_errors_name_the_fix(kw, message):
         SequentialConfig(**kw)
 
 
-def test_composes_from_the_method_configs():
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["method=sequential", "model=zoo-100k", "method.order=[es,grpo]",
-                                                       "method.stages.es.sigma=0.003", "method.split=0.25"])
+def test_composes_from_the_method_configs(compose):
+    cfg = compose("method=sequential", "model=zoo-100k", "method.order=[es,grpo]", "method.stages.es.sigma=0.003",
+                  "method.split=0.25")
     validate(cfg)  # harness/schema.py accepts the composed run config
     seq = instantiate(cfg.method)
     assert [type(m) for m in seq.stages] == [ES, GRPO]
@@ -121,14 +104,9 @@ def test_composes_from_the_method_configs():
     assert seq.label() == "sequential split=0.25"
 
 
-class DigitCountdown(Countdown):
-    def reward(self, completions, **kwargs):
-        return [sum(ch.isdigit() for ch in c) / 8 for c in completions]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("order", [["grpo", "es"], ["es", "grpo"]])
-def test_grpo_and_es_share_one_budget(tmp_path, order):
+def test_grpo_and_es_share_one_budget(tmp_path, tiny_policy, toy_task, order):
     stages = {"grpo": GRPO(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3,
                            beta=0.0, checkpoint_every=0),
               "es": ES(population=4, prompts_per_iteration=4, sigma=0.1, alpha=0.05, generation_batch_size=4)}
@@ -136,7 +114,7 @@ def test_grpo_and_es_share_one_budget(tmp_path, order):
     pol = tiny_policy()
     before = [p.detach().clone() for p in pol.model.parameters()]
     ledger = Ledger(limit=64, kind="samples")  # 4 GRPO steps or 4 ES iterations of 16 samples
-    out = seq.train(pol, DigitCountdown(n_train=32), ledger, tmp_path)
+    out = seq.train(pol, toy_task("digits", n_train=32), ledger, tmp_path)
     assert ledger.samples == 64 and out["switch"]["samples"] == 32
     assert [s["method"] for s in out["stages"]] == order and all(s["steps"] > 0 for s in out["stages"])
     assert any(not torch.equal(p, b) for p, b in zip(pol.model.parameters(), before))

@@ -4,6 +4,8 @@ A new task is one module + one YAML; this test picks it up with no edit.
 
     python -m pytest tests/test_tasks.py -q
 """
+import time
+
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
@@ -42,18 +44,27 @@ def test_task_conforms(name):
         assert not any(task.is_correct(bad, **{c: v[i] for c, v in columns.items()}) for i in range(len(rows)))
 
 
-# Linear-time answer extraction: each of these is 100,000 repeats of an opening marker that a
-# lazy regex such as `<answer>(.*?)</answer>` rescans to the end from (quadratic: over 20 s for
-# Countdown before). Behaviour only; each task answers in well under a second.
+# Linear-time answer extraction: each input is 20,000 repeats of an opening marker that a lazy
+# regex such as `<answer>(.*?)</answer>` rescans to the end from. That scan is quadratic: 21 s of
+# CPU for Countdown's think template at 20,000 repeats (5 s at 10,000; at the 100,000 this test
+# used before, ~9 minutes, so a regression would have passed after a long wait). The linear
+# extractors take at most ~0.04 s (gsm8k), so a bound of 1 s of this process's CPU time (not wall
+# time: a busy machine does not count) leaves 25x for a slow machine and fails on any rescan.
 REPEATED = ["<answer>", "<think>", "####", "\\boxed{", "```python\n", "The answer is ", "1,"]
+REPEATS, EXTRACT_CPU_S = 20_000, 1.0
 
 
 @pytest.mark.parametrize("name", TASKS)
 @pytest.mark.parametrize("unit", REPEATED)
 def test_extract_answer_on_repeated_markers(name, unit):
     task = build(name)
-    found = task.extract_answer(unit * 100_000)
+    text = unit * REPEATS
+    start = time.process_time()
+    found = task.extract_answer(text)
+    cpu = time.process_time() - start
     assert found is None or isinstance(found, str)
+    assert cpu < EXTRACT_CPU_S, (f"{name}.extract_answer took {cpu:.1f} s of CPU on {unit!r} x {REPEATS:,}: "
+                                 "it rescans the text from each marker (quadratic), as a lazy regex does")
 
 
 def test_read_jsonl_names_the_line_of_a_cut_off_row(tmp_path):

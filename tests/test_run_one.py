@@ -1,0 +1,85 @@
+"""The main path in process: compose as `python -m harness` does, run, read the record back.
+
+    python -m pytest tests/test_run_one.py -q
+
+`python -m harness method=es model=zoo-100k ...` rewrites `model=` (harness/model_arg.py), composes
+conf/config.yaml, validates it (harness/cli.py) and hands one run to harness/run.run_one, which
+trains until the ledger stops it, evaluates and writes <run_dir>/record.json. This runs that path
+without a subprocess, on the smallest zoo model with a 2-iteration budget and an 8-prompt
+evaluation, so it is in the default suite; tests/test_cli.py and tests/test_experiment.py cover
+the command line itself (slow: a fresh interpreter each).
+"""
+import json
+import re
+
+import torch
+from safetensors.torch import load_file
+
+from harness.analysis.update import UPDATE_NAME, base_hash
+from harness.policy import load_policy
+from harness.records import RECORD_NAME, read_record
+from harness.run import run_one
+from harness.schema import validate
+
+POPULATION, PROMPTS, ITERATIONS = 4, 4, 2
+SAMPLES = POPULATION * PROMPTS * ITERATIONS  # ES scores population x prompts completions an iteration
+N_EVAL = 8
+TINY = ["model=zoo-100k", "device=cpu", "group=t", "budget.kind=samples", f"budget.samples={SAMPLES}",
+        f"eval.n_prompts={N_EVAL}", "eval.n_samples=4", "eval.pass_ks=[1,4]", "eval.maj_ks=[4]", "eval.n_boot=50",
+        "analysis.entropy_prompts=4", "analysis.entropy_samples=1", "analysis.entropy_every_flops_fraction=0.5"]
+ES = ["method=es", f"method.population={POPULATION}", f"method.prompts_per_iteration={PROMPTS}",
+      f"method.generation_batch_size={PROMPTS}"]
+METRICS = {"greedy_acc", "pass@1", "pass@4", "maj@4"}
+
+
+def run(compose, run_dir, *overrides):
+    """What harness/cli.py does for a single run, minus the tables: compose, validate, run_one."""
+    cfg = compose(*TINY, *overrides)
+    validate(cfg)
+    returned = run_one(cfg, run_dir)
+    rec = read_record(run_dir / RECORD_NAME)  # what reporting reads, not the object in memory
+    assert rec.to_dict() == json.loads(json.dumps(returned.to_dict()))  # written at the end, in full
+    return rec
+
+
+def check_common(rec, method: str):
+    assert rec.status == "ok", rec.error
+    assert (rec.method, rec.model, rec.seed, rec.torch_threads) == (method, "zoo-100k", 0, 1)
+    assert rec.task == "tasks.countdown.Countdown" and rec.config["budget"]["samples"] == SAMPLES
+    assert rec.versions["torch"] == torch.__version__ and {"python", "transformers", "trl"} <= set(rec.versions)
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", rec.git_sha), rec.git_sha  # this checkout's HEAD
+    test = rec.metrics["test"]
+    assert METRICS <= set(test), sorted(test)
+    for name in METRICS:
+        m = test[name]
+        assert m["n"] == N_EVAL and 0.0 <= m["ci_low"] <= m["mean"] <= m["ci_high"] <= 1.0, (name, m)
+    assert rec.eval_flops["test"] > 0 and set(rec.pass_curve["test"]) == {"1", "2", "4"}
+    assert rec.wall_s["total"] >= rec.wall_s["train"] >= 0
+
+
+def test_es_run_trains_charges_and_records(compose, tmp_path):
+    rec = run(compose, tmp_path, *ES)
+    check_common(rec, "es")
+    assert rec.trains and rec.label.startswith("es sigma=")
+    budget = rec.budget
+    assert (budget["kind"], budget["limit"]) == ("samples", SAMPLES)
+    assert budget["steps"] == ITERATIONS == len(rec.steps) == rec.train["steps"]
+    assert budget["samples_used"] == budget["spent"] == SAMPLES
+    per_step = POPULATION * PROMPTS
+    assert [s["samples"] for s in rec.steps] == [per_step * (i + 1) for i in range(ITERATIONS)]  # running totals
+    assert 0 < rec.steps[0]["flops"] < rec.steps[-1]["flops"] == budget["flops_used"] <= budget["executed_flops"]
+    # the trained weights were stored next to the record, and they moved from the zoo checkpoint
+    base = load_policy("zoo-100k", "float32", device="cpu").model
+    assert rec.update["base_sha256"] == base_hash(base) and rec.update["path"] == UPDATE_NAME
+    final = load_file(tmp_path / UPDATE_NAME)
+    moved = [n for n, p in base.named_parameters() if not torch.equal(final[n], p.detach())]
+    assert moved, "ES changed no weight in two iterations"
+    assert rec.entropy  # the token-entropy listener ran during training
+
+
+def test_base_run_evaluates_and_records(compose, tmp_path):
+    rec = run(compose, tmp_path, "method=base")
+    check_common(rec, "base")
+    assert not rec.trains and rec.label == "base"
+    assert rec.budget["steps"] == rec.budget["samples_used"] == 0 and rec.steps == []
+    assert not rec.update and not (tmp_path / UPDATE_NAME).exists()  # nothing trained, nothing stored
