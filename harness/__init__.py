@@ -1,4 +1,4 @@
 """esbench's harness. Importing it registers the config resolvers (${esbench.generation_budget:...})."""
-from harness.model_shapes import register_resolvers
+from harness.core.model_shapes import register_resolvers
 
 register_resolvers()

@@ -1,19 +1,19 @@
 """`python -m harness`: with no arguments, the quickstart comparison; otherwise one Hydra run.
 
 Before Hydra sees the arguments: `model=<hub id or folder>` becomes a generic model config
-(harness/model_arg.py), and under accelerate/torchrun every rank gets one stamp. Nothing heavy is
-imported until the config has been checked (harness/cli.py): on this 2-core machine
+(harness/runner/model_arg.py), and under accelerate/torchrun every rank gets one stamp. Nothing heavy is
+imported until the config has been checked (harness/runner/cli.py): on this 2-core machine
 `python -m harness task=nosuch` answers in 1.1 s (9.0 s before), and `model=./no/such/model` in 0.4 s.
 """
 import os
 import sys
 
-from harness.model_arg import ModelArgError, rewrite_argv
+from harness.runner.model_arg import ModelArgError, rewrite_argv
 
 if len(sys.argv) == 1:
     sys.argv.append("experiment=quickstart")
 if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under accelerate/torchrun: one stamp for every rank (imports torch)
-    from harness.distributed import launch_argv
+    from harness.core.distributed import launch_argv
 
     sys.argv = launch_argv(sys.argv)
 try:
@@ -22,9 +22,9 @@ except ModelArgError as e:
     print(f"esbench: error: {e}", file=sys.stderr)
     sys.exit(2)
 
-from harness.records import git_sha  # noqa: E402
+from harness.core.records import git_sha  # noqa: E402
 
 git_sha()  # read once, at start: every record names the code this process imported, not a later commit
-from harness.cli import main  # noqa: E402 - after the arguments are settled
+from harness.runner.cli import main  # noqa: E402 - after the arguments are settled
 
 main()

@@ -15,9 +15,9 @@ Methods are data as well as code. Every method class declares
 `train(policy, task, ledger, run_dir)` trains `policy.model` in place on `task.load("train")` and
 returns a summary dict (at least "steps", "resumed_from", "flops", "samples", "wall_s"). It calls
 `ledger.start_clock()` once set up, `ledger.step(...)` once per step with the FLOPs of the tokens
-it really processed (harness/flops.py), the completions it scored and its own numbers as extras,
+it really processed (harness/core/flops.py), the completions it scored and its own numbers as extras,
 stops at the first step boundary where `ledger.exhausted` is true, then calls `ledger.close()`.
-Logging, progress lines, trackers and periodic evaluation hang off the ledger (harness/steplog.py).
+Logging, progress lines, trackers and periodic evaluation hang off the ledger (harness/core/steplog.py).
 A method that checkpoints resumes from `run_dir` when it holds a checkpoint.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ import shutil
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from harness.budget import Ledger
-from harness.policy import Policy
+from harness.core.budget import Ledger
+from harness.core.policy import Policy
 from tasks.base import Task
 
 

@@ -35,7 +35,7 @@ Departures from the paper's reference code (all deliberate):
 
     python -m harness method=es                  # train with ES
     python -m pytest tests/test_es.py -q         # tests
-    python -m harness.bench_es --model zoo-1m    # where an iteration's time goes
+    python -m harness.tools.bench_es --model zoo-1m    # where an iteration's time goes
 """
 from __future__ import annotations
 
@@ -50,11 +50,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from harness.atomic import write_text_atomic
-from harness.budget import Ledger, StepStats
+from harness.core.atomic import write_text_atomic
+from harness.core.budget import Ledger, StepStats
 from harness.engines import plain_engine
-from harness.flops import generation_flops
-from harness.policy import Policy
+from harness.core.flops import generation_flops
+from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.es_core import (CKPT, LOOSE, NORMALIZE, VARIANT_DEFAULTS, VariantError, es_update,  # noqa: F401
                              members, noise, noise_seed, noise_spec, normalize, perturb, restore, update_terms,

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core.errors import UserError
+
 CKPT = "es_checkpoint"
 # settings a resumed run may change: bounds, checkpoint cadence, batching and where members are scored
 LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine", "workers", "use_ray",
@@ -34,7 +36,7 @@ PARAM_SETS = {  # method.params names -> name regex ("last_layer" is computed fr
 }
 
 
-class VariantError(ValueError):
+class VariantError(UserError, ValueError):
     """An ES variant setting that does not fit the model (one line: the problem and the fix)."""
 
 

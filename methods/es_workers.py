@@ -22,8 +22,8 @@ import time
 import torch
 
 from harness.engines import EngineConfig, EngineError, make_engine
-from harness.flops import generation_flops, padded_generation_flops
-from harness.policy import DTYPES, Policy, load_policy, resolve_model_path
+from harness.core.flops import generation_flops, padded_generation_flops
+from harness.core.policy import DTYPES, Policy, load_policy, resolve_model_path
 from methods.es_vllm import EXTENSION
 from methods.es_weights import weights_for
 from tasks.base import Task
@@ -46,7 +46,7 @@ def policy_shell(spec: dict) -> Policy:
     A vLLM worker holds its weights in the engine; the HF model only names the parameters."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from harness.policy import _load_tokenizer
+    from harness.core.policy import _load_tokenizer
     path = resolve_model_path(spec["name_or_path"])
     tok = _load_tokenizer(path)
     tok.padding_side = "left"

@@ -14,7 +14,7 @@ the prompt's token count (the prompt string re-tokenised with the same call TRL 
 (tokens decoded up to and including EOS). The shared ledger callback (methods/trl_ledger.py) asks
 `_StepCost` for them after each optimizer step; it checks that their running total equals TRL's
 own `state.num_input_tokens_seen` (raises otherwise), and the ledger is charged
-(harness/flops.py conventions, real lengths, padding not charged):
+(harness/core/flops.py conventions, real lengths, padding not charged):
 
     generation    prefill + every decoded token of the step's new completions
     reference     1 forward over prompt+completion of the new completions     (beta > 0)
@@ -29,7 +29,7 @@ the scoring forwards and the update charge the head at completion positions only
 FLOPs (`executed_flops`, the same formulas on the batch padded to its longest prompt and
 completion) record what ran, padding included.
 
-Across processes (accelerate launch / torchrun, harness/distributed.py) the step's global batch is
+Across processes (accelerate launch / torchrun, harness/core/distributed.py) the step's global batch is
 split over the ranks; each rank records its own completions and `_StepCost` gathers every rank's
 counts before pricing them, so all ranks charge the same step and stop together, and the check
 against TRL's (already gathered) num_input_tokens_seen holds unchanged. With method.peft=lora
@@ -77,13 +77,13 @@ from transformers import PretrainedConfig, set_seed
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from harness.budget import Ledger
+from harness.core.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
-from harness.distributed import (DistributedError, barrier, check_fsdp, gather_lists, is_main_process,
+from harness.core.distributed import (DistributedError, barrier, check_fsdp, gather_lists, is_main_process,
                                  trained_model, world_size)
-from harness.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
+from harness.core.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
                            scoring_flops)
-from harness.policy import Policy
+from harness.core.policy import Policy
 from methods.base import ConfiguredMethod
 from methods.lora import LoraSettings, adapter_forward_flops, adapter_parameters, check_peft, lora_config, trained_parameters
 from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir

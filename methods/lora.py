@@ -4,7 +4,7 @@
 
 TRL wraps the policy (`get_peft_model`); the base weights stay frozen and only the adapters train.
 With beta > 0 GRPO's reference is the same model with the adapters disabled (no second model), and
-PPO's reference likewise. The cost of a step is priced by harness/flops.py `lora_train_flops` (the
+PPO's reference likewise. The cost of a step is priced by harness/core/flops.py `lora_train_flops` (the
 backward still runs through every frozen matmul); the forwards of the adapted policy (generation,
 old log-probs) pay 2 x adapter parameters per token on top of the base forward (`adapter_forward_flops`).
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.schema import ConfigError
+from harness.core.errors import ConfigError
 
 PEFT_KINDS = (None, "lora")
 

@@ -24,7 +24,7 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
   pass over the prompts) instead of TRL's DataLoader shuffle, so a resumed run continues the same
   stream; and nothing draws from the global RNG between updates, so sampling resumes exactly.
 
-Across processes (harness/distributed.py) each rank takes its slice of every global prompt batch
+Across processes (harness/core/distributed.py) each rank takes its slice of every global prompt batch
 and `_UpdateCost` gathers every rank's scored sequences before pricing the update. With
 method.peft=lora the policy trains LoRA adapters (priced by `lora_train_flops`; reference = adapters
 disabled) while the value model still trains fully.
@@ -56,14 +56,14 @@ from transformers.trainer_callback import PrinterCallback
 from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
 
-from harness.budget import Ledger
-from harness.distributed import (DistributedError, check_fsdp, gather_lists, is_main_process, rank, trained_model,
+from harness.core.budget import Ledger
+from harness.core.distributed import (DistributedError, check_fsdp, gather_lists, is_main_process, rank, trained_model,
                                  world_size)
-from harness.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
+from harness.core.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
-from harness.policy import Policy
-from harness.atomic import write_text_atomic
-from harness.steplog import rng_state, set_rng_state
+from harness.core.policy import Policy
+from harness.core.atomic import write_text_atomic
+from harness.core.rng import rng_state, set_rng_state
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.lora import LoraSettings, adapter_forward_flops, adapter_parameters, check_peft, lora_config, trained_parameters
 from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir
@@ -130,7 +130,7 @@ class TaskRewardModel(nn.Module):
     prompt whose token ids start right after its left padding; C is the one value consistent
     with every row. The reward is written at every position, so whichever index TRL picks
     reads it. The completion is the response up to its first padding token, decoded without
-    special tokens (as harness.policy.generate does), so the score is exactly `task.reward`'s.
+    special tokens (as harness.core.policy.generate does), so the score is exactly `task.reward`'s.
 
     Each call also records, per sequence, the prompt tokens and the completion tokens (up to and
     including EOS), which the ledger callback turns into FLOPs; `drain()` hands them over.
@@ -335,7 +335,7 @@ class PPO(ConfiguredMethod):
         tok, model = policy.tokenizer, policy.model
         if tok.padding_side != "left":
             raise ValueError("PPO needs a left-padding tokenizer (TRL appends responses after the padded query); "
-                             "load the policy with harness.policy.load_policy")
+                             "load the policy with harness.core.policy.load_policy")
         rows = task.load("train").to_list()
         if len(rows) < c.prompts_per_step:
             raise ValueError(f"method.prompts_per_step={c.prompts_per_step} but the train split has {len(rows)} "

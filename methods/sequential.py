@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from harness.atomic import write_text_atomic
-from harness.budget import Ledger
-from harness.policy import Policy
+from harness.core.atomic import write_text_atomic
+from harness.core.budget import Ledger
+from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
 

@@ -12,7 +12,7 @@ Stopping: at the first step boundary where the ledger is exhausted the callback 
 `BudgetSpent` instead, which the method catches (the update is complete at that point).
 
 Data parallelism (accelerate launch, torchrun): every rank runs this callback. The methods' cost
-functions gather every rank's token counts first (harness.distributed.gather_ints), so each rank
+functions gather every rank's token counts first (harness.core.distributed.gather_ints), so each rank
 charges the same global step; `_commit` then checks that all ranks hold the same totals (a rank
 that diverged would stop at another step and hang the others in a collective) and only rank 0
 writes checkpoint ledger files.
@@ -36,9 +36,9 @@ from typing import Callable
 import torch
 from transformers import TrainerCallback
 
-from harness.budget import Ledger
-from harness.distributed import is_main_process, world_size
-from harness.atomic import write_text_atomic
+from harness.core.budget import Ledger
+from harness.core.distributed import is_main_process, world_size
+from harness.core.atomic import write_text_atomic
 
 LEDGER_FILE = "ledger.json"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")

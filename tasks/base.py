@@ -17,6 +17,8 @@ from typing import Protocol, runtime_checkable
 
 import datasets
 
+from harness.core.errors import UserError
+
 DATA_DIR = Path(__file__).parent / "data"
 
 
@@ -54,7 +56,7 @@ class Task(Protocol):
     def gold_completion(self, **row) -> str: ...
 
 
-class TaskDataError(ValueError):
+class TaskDataError(UserError, ValueError):
     """A data file is missing or a row is malformed; the message names the file, row and fix."""
 
 

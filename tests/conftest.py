@@ -28,14 +28,14 @@ def tiny_policy():
 
     Always the same weights (harness/zoo.make_model seeds torch with the spec's seed before
     building, which also leaves the global RNG in the same state after every call). The tokenizer
-    pads on the left (harness/chartok.py). `tok`: share a tokenizer instead of building one.
+    pads on the left (harness/core/chartok.py). `tok`: share a tokenizer instead of building one.
     `eval_mode=False` keeps the module in training mode as `make_model` builds it (GRPO and PPO
     tests do, to check the method hands it back in eval mode); the default is eval mode, as
     harness/policy.load_policy returns a model.
     """
-    from harness.chartok import build_char_tokenizer
-    from harness.policy import Policy
-    from harness.zoo import ZOO, make_model
+    from harness.core.chartok import build_char_tokenizer
+    from harness.core.policy import Policy
+    from harness.tools.zoo import ZOO, make_model
 
     def make(tok=None, eval_mode: bool = True) -> Policy:
         tok = tok if tok is not None else build_char_tokenizer()
@@ -90,13 +90,13 @@ def toy_task():
 @pytest.fixture(scope="session")
 def compose():
     """Factory: compose(*overrides) -> conf/config.yaml with these overrides, as `python -m harness`
-    composes it: `model=<hub id or folder>` is first rewritten (harness/model_arg.py), then Hydra
+    composes it: `model=<hub id or folder>` is first rewritten (harness/runner/model_arg.py), then Hydra
     composes. hydra=True also returns the `hydra` node (launcher settings). Nothing is validated:
-    call harness.schema.validate on the result where the test wants what the CLI checks."""
+    call harness.runner.schema.validate on the result where the test wants what the CLI checks."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from harness.model_arg import rewrite_argv
-    from harness.schema import CONF_DIR
+    from harness.core.paths import CONF_DIR
+    from harness.runner.model_arg import rewrite_argv
 
     def make(*overrides: str, hydra: bool = False):
         argv = rewrite_argv(["prog", *overrides])[1:]

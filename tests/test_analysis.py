@@ -19,9 +19,10 @@ from harness.analysis.settings import AnalysisConfig
 from harness.analysis.sparsity import apply_threshold, fraction_below
 from harness.analysis.update import UpdateError, base_hash, deltas, load_update, named_params, save_update
 from harness.evaluation.evaluate import EvalConfig, evaluate
-from harness.policy import load_policy
-from harness.records import read_record
-from harness.run import CONF_DIR, run_one
+from harness.core.policy import load_policy
+from harness.core.records import read_record
+from harness.core.paths import CONF_DIR
+from harness.runner.run import run_one
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)

@@ -9,8 +9,8 @@ from hydra.utils import get_method
 from omegaconf import OmegaConf
 
 from harness.evaluation.evaluate import EvalConfig
-from harness.experiment import plan
-from harness.run import CONF_DIR
+from harness.runner.experiment import list_runs
+from harness.core.paths import CONF_DIR
 
 GROUPS = ["model", "task", "method", "budget", "eval"]
 
@@ -26,7 +26,7 @@ def _bind(node):
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
 def test_every_option_composes_and_binds(compose, group, option):
-    # generic: what model=<hub id or folder> composes to (harness/model_arg.py), so it comes with a name
+    # generic: what model=<hub id or folder> composes to (harness/runner/model_arg.py), so it comes with a name
     cfg = compose(f"{group}={option}", *(["model.name_or_path=Qwen/Qwen2.5-0.5B-Instruct"]
                                          if (group, option) == ("model", "generic") else []))
     for node in (cfg.task, cfg.method):
@@ -39,7 +39,7 @@ def test_every_option_composes_and_binds(compose, group, option):
 def test_every_experiment_run_composes_and_binds(compose, experiment):
     """Every run of the plan (each model x cell/grid point; seeds only change `seed`) composes and binds."""
     cfg = compose(f"experiment={experiment}")
-    runs = plan(cfg)
+    runs = list_runs(cfg)
     assert runs and [r.index for r in runs] == list(range(len(runs)))
     assert len({r.key for r in runs}) == len(runs), "two runs would share a records folder"
     seen = set()
@@ -61,12 +61,12 @@ def test_every_experiment_run_composes_and_binds(compose, experiment):
 @pytest.mark.parametrize("sweep", options("sweep"))
 def test_every_sweep_composes_with_an_experiment(compose, sweep):
     cfg = compose("experiment=quickstart", f"sweep={sweep}")
-    assert plan(cfg)
+    assert list_runs(cfg)
 
 
 def test_qiu2025_table1_plan_and_paper_numbers(compose):
     cfg = compose("experiment=qiu2025_table1")
-    runs = plan(cfg)
+    runs = list_runs(cfg)
     assert len(runs) == 7 * (1 + 1 + 3 * 4)   # models x (base, ES, PPO/GRPO(8)/GRPO(30) grids of 4)
     assert {r.column for r in runs} == {"Original", "ES", "PPO", "GRPO(8)", "GRPO(30)"}
     for model, cols in cfg.paper.items():
@@ -75,9 +75,9 @@ def test_qiu2025_table1_plan_and_paper_numbers(compose):
     es = compose("experiment=qiu2025_table1", *next(r for r in runs if r.column == "ES").overrides)
     m = es.method
     assert (m.population, m.sigma, m.alpha, m.prompts_per_iteration) == (30, 1e-3, 5e-4, 200)
-    # priced from the model's shape (harness/model_shapes.py): 3e6 completions of 150 + 300 tokens
-    from harness.flops import generation_flops
-    from harness.model_shapes import load_shape
+    # priced from the model's shape (harness/core/model_shapes.py): 3e6 completions of 150 + 300 tokens
+    from harness.core.flops import generation_flops
+    from harness.core.model_shapes import load_shape
     per_completion = generation_flops(load_shape("Qwen/Qwen2.5-0.5B-Instruct"), [150], [300])
     assert es.budget.kind == "flops" and es.budget.flops == pytest.approx(3e6 * per_completion) == pytest.approx(1.24e18, rel=0.01)
     samples = compose("experiment=qiu2025_table1", "budget=paper_samples", *runs[1].overrides)
@@ -87,7 +87,7 @@ def test_qiu2025_table1_plan_and_paper_numbers(compose):
 def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it(compose):
     for extra, ratio in (([], 0.5), (["vars.alpha_per_sigma=null"], None)):
         cfg = compose("experiment=sigma_sweep", *extra)
-        run = next(r for r in plan(cfg) if r.point.get("method.sigma") == 3e-3)
+        run = next(r for r in list_runs(cfg) if r.point.get("method.sigma") == 3e-3)
         child = compose("experiment=sigma_sweep", *extra, *run.overrides)
         assert child.method.sigma == 3e-3 and child.method.alpha_per_sigma == ratio
         _bind(child.method)
@@ -95,7 +95,7 @@ def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it(compose):
 
 def test_twins_use_the_zoo_and_every_zoo_size(compose):
     for name in ("qiu2025_table1_cpu", "sigma_sweep_cpu"):
-        runs = plan(compose(f"experiment={name}"))
+        runs = list_runs(compose(f"experiment={name}"))
         assert {r.model for r in runs} == {"zoo-100k", "zoo-1m", "zoo-4m"}
 
 
@@ -116,8 +116,8 @@ def test_every_config_opens_with_its_command():
 
 def test_model_hub_id_or_folder_composes_to_the_generic_config(compose, tmp_path):
     """`model=<hub id or folder>` as the README writes it: Hydra alone would look for conf/model/Qwen/...yaml."""
-    from harness.model_arg import ModelArgError, rewrite_argv
-    from harness.schema import validate
+    from harness.runner.model_arg import ModelArgError, rewrite_argv
+    from harness.runner.schema import validate
     assert rewrite_argv(["prog", "model=zoo-1m", "method=es"]) == ["prog", "model=zoo-1m", "method=es"]
     argv = rewrite_argv(["prog", "model=Qwen/Qwen2.5-1.5B-Instruct", "method=es"])
     assert argv == ["prog", "model=generic", "model.name_or_path=Qwen/Qwen2.5-1.5B-Instruct", "method=es"]
@@ -141,12 +141,12 @@ def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(compose, caplog):
     import logging
     from types import SimpleNamespace
 
-    from harness.run import warn_unreachable_budget
+    from harness.runner.run import warn_unreachable_budget
     task = SimpleNamespace(max_new_tokens=16)
     with caplog.at_level(logging.WARNING, logger="esbench"):
         for method in ("es", "grpo", "ppo"):
             warn_unreachable_budget(compose(f"method={method}"), method, task)
-        for r in plan(compose("experiment=quickstart")):
+        for r in list_runs(compose("experiment=quickstart")):
             child = compose("experiment=quickstart", *r.overrides)
             warn_unreachable_budget(child, child.method._target_.rsplit(".", 1)[1].lower(), task)
         assert not caplog.records, [r.getMessage() for r in caplog.records]

@@ -21,7 +21,7 @@ import importlib
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from harness.schema import CONF_DIR
+from harness.core.paths import CONF_DIR
 
 METHOD_YAMLS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
 
@@ -139,10 +139,10 @@ def test_analysis_block_writes_out_analysis_config_defaults():
 
 
 def test_schema_reads_the_analysis_keys_from_analysis_config():
-    """harness/schema.py checks the `analysis:` block against AnalysisConfig's fields, read from its source."""
+    """harness/runner/schema.py checks the `analysis:` block against AnalysisConfig's fields, read from its source."""
     from harness.analysis.settings import ANALYSIS_KEYS
-    from harness.schema import ANALYSIS_TARGET, ConfigError, check_keys
-    from harness.signatures import accepted_keys
+    from harness.runner.schema import ANALYSIS_TARGET, ConfigError, check_keys
+    from harness.runner.signatures import accepted_keys
 
     assert accepted_keys(ANALYSIS_TARGET) == ANALYSIS_KEYS
     with pytest.raises(ConfigError, match="unknown key 'top_kk' in analysis; did you mean 'top_k'"):

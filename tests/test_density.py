@@ -1,4 +1,4 @@
-"""Tests for harness/density.py: the interval and noise-level arithmetic against hand values, sigma=0
+"""Tests for harness/tools/density.py: the interval and noise-level arithmetic against hand values, sigma=0
 finds nothing, and a tiny end-to-end run writes its three files.
 
     python -m pytest tests/test_density.py -q
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness import density
+from harness.tools import density
 
 torch.set_num_threads(1)
 
@@ -69,7 +69,7 @@ def test_tiny_end_to_end_and_sigma_zero_finds_nothing(tmp_path):
 
 def test_declared_sigma_rule():
     """Most improving among sigmas harming <= 25%; ties (none improving too) to the larger sigma."""
-    from harness.density import declared_sigma
+    from harness.tools.density import declared_sigma
 
     def row(sigma, improve, harm, n=64):
         return {"sigma": sigma, "improve": improve, "harm_frac": harm / n}

@@ -1,4 +1,4 @@
-"""Multi-process RL (harness/distributed.py, the ledger gather in methods/grpo.py, ppo.py, trl_ledger.py).
+"""Multi-process RL (harness/core/distributed.py, the ledger gather in methods/grpo.py, ppo.py, trl_ledger.py).
 
 Run: python -m pytest tests/test_distributed.py -q            (fast checks, no processes started)
      python -m pytest tests/test_distributed.py -q -m slow    (the CLI, and GRPO in 1 and in 2 gloo processes, ~2 min)
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import distributed
-from harness.bench_ddp import run
-from harness.distributed import DistributedError, check_launch, launch_argv, refuse_single_process
+from harness.core import distributed
+from harness.tools.bench_ddp import run
+from harness.core.distributed import DistributedError, check_launch, launch_argv, refuse_single_process
 from methods.es import ES
 from methods.grpo import GRPO
 from methods.ppo import PPO
@@ -121,7 +121,7 @@ def test_trained_model_under_fsdp_is_rebuilt_whole_from_the_gathered_state(monke
     """The FSDP branch on a real Accelerator (one CPU process gathers nothing, but runs the same calls):
     a fresh unsharded model with the trained weights comes back, for a plain model and PPO's policy part."""
     from accelerate import Accelerator
-    from harness.policy import load_policy
+    from harness.core.policy import load_policy
 
     model = load_policy("zoo-100k", device="cpu").model
     with torch.no_grad():

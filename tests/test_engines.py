@@ -13,7 +13,7 @@ import torch
 
 from harness.engines import EngineConfig, EngineError, make_engine, vllm_available
 from harness.engines.hf import HFEngine
-from harness.policy import generate, load_policy
+from harness.core.policy import generate, load_policy
 from methods.es_vllm import EXTENSION
 from methods.es_weights import weights_for
 from tasks.countdown import Countdown
@@ -152,7 +152,7 @@ def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch
     """engine=vllm for GRPO = TRL's use_vllm colocate; methods/grpo.py's ledger cross-check still holds."""
     import trl.generation.vllm_generation as trl_vllm
 
-    from harness.budget import Ledger
+    from harness.core.budget import Ledger
     from harness.engines import trl_vllm_kwargs
     from methods import grpo
 

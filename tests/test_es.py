@@ -9,11 +9,11 @@ import torch
 
 import json
 
-from harness.budget import BudgetError, Ledger
-from harness.chartok import build_char_tokenizer
-from harness.policy import Policy
-from harness.steplog import make_ledger
-from harness.zoo import ZOO, make_model
+from harness.core.budget import BudgetError, Ledger
+from harness.core.chartok import build_char_tokenizer
+from harness.core.policy import Policy
+from harness.core.steplog import make_ledger
+from harness.tools.zoo import ZOO, make_model
 from methods import es
 from tasks.countdown import Countdown
 

@@ -12,9 +12,9 @@ import importlib.util
 import pytest
 import torch
 
-from harness.budget import Ledger
+from harness.core.budget import Ledger
 from harness.engines import vllm_available
-from harness.policy import load_policy
+from harness.core.policy import load_policy
 from methods import es, es_core, es_workers
 from tasks.countdown import Countdown
 

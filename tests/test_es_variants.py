@@ -14,9 +14,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
 
-from harness.budget import Ledger
-from harness.chartok import build_char_tokenizer
-from harness.policy import Policy
+from harness.core.budget import Ledger
+from harness.core.chartok import build_char_tokenizer
+from harness.core.policy import Policy
 from methods import es, es_core
 from methods.es_core import master_checksum
 

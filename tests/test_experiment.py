@@ -82,13 +82,13 @@ def test_smoke_experiment_end_to_end(tmp_path):
     assert r.returncode == 2 and "was made with other budget settings" in r.stderr
     # 4. rebuilt from records alone after one record is lost: that run shows as MISSING
     next(root.glob("zoo-100k/ES/seed1/record.json")).unlink()
-    r = harness(str(root), "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.tables")
+    r = harness(str(root), "--out", str(tmp_path / "rebuilt"), cwd=tmp_path, module="harness.reporting")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "| zoo-100k | ES | 1/2, 1 MISSING |" in (tmp_path / "rebuilt" / "table.md").read_text()
 
 
 def test_launch_fans_out_one_job_per_planned_run():
-    from harness.launch import command
+    from harness.runner.launch import command
     cmd = command(["experiment=sigma_sweep", "stamp=s1", "launcher=submitit_slurm", "hydra.launcher.partition=gpu"])
     assert cmd[-1] == "+run_index=range(0,36)" and cmd[2:4] == ["harness", "-m"]
     with pytest.raises(SystemExit, match="stamp"):
@@ -98,8 +98,8 @@ def test_launch_fans_out_one_job_per_planned_run():
 def test_an_indexed_job_leaves_the_analysis_to_the_last_one(tmp_path):
     # analysing every finished run in every fanned-out job would be quadratic in the runs
     import subprocess as sp
-    from harness.experiment import unfinished
-    from harness.records import PlannedRun, new_record, write_record
+    from harness.runner.experiment import unfinished
+    from harness.core.records import PlannedRun, new_record, write_record
     runs = [PlannedRun(index=i, model="m", seed=0, cell="c", column="c", label="c", grid=None, key=f"m/c/seed{i}")
             for i in range(4)]
     dead = sp.Popen([sys.executable, "-c", "pass"])
@@ -119,8 +119,8 @@ def test_an_indexed_job_leaves_the_analysis_to_the_last_one(tmp_path):
 
 
 def test_an_ok_record_from_other_versions_or_another_isa_is_not_reused(tmp_path):
-    from harness.experiment import ExperimentError, _check_same_arithmetic
-    from harness.records import cpu, new_record
+    from harness.runner.experiment import ExperimentError, _check_same_arithmetic
+    from harness.core.records import cpu, new_record
 
     same = new_record()
     _check_same_arithmetic(tmp_path, same)  # this process's own versions and CPU: reused

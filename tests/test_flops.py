@@ -12,7 +12,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
-from harness.flops import (body_params, completion_train_flops, forward_flops, generation_flops, head_params,
+from harness.core.flops import (body_params, completion_train_flops, forward_flops, generation_flops, head_params,
                            matmul_params, padded_generation_flops, padded_pairs, scoring_flops, train_flops)
 
 torch.set_num_threads(1)

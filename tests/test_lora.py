@@ -1,4 +1,4 @@
-"""LoRA for GRPO and PPO (methods/lora.py) and its cost rule (harness/flops.py lora_train_flops).
+"""LoRA for GRPO and PPO (methods/lora.py) and its cost rule (harness/core/flops.py lora_train_flops).
 
 Run: python -m pytest tests/test_lora.py -q
 
@@ -14,11 +14,11 @@ import torch
 from peft import LoraConfig, get_peft_model
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.budget import Ledger
-from harness.flops import _attn_flops_per_ctx, lora_train_flops, train_flops
-from harness.policy import load_policy
-from harness.schema import ConfigError
-from harness.steplog import make_ledger
+from harness.core.budget import Ledger
+from harness.core.flops import _attn_flops_per_ctx, lora_train_flops, train_flops
+from harness.core.policy import load_policy
+from harness.core.errors import ConfigError
+from harness.core.steplog import make_ledger
 from methods.base import make_config
 from methods.sequential import SequentialConfig
 from methods.grpo import GRPO, step_flops
@@ -134,14 +134,14 @@ def test_ppo_lora_reports_policy_adapters_and_full_value_model(tmp_path):
 
 
 def test_grpo_lora_grid_is_opt_in(compose):
-    from harness.experiment import plan
-    from harness.schema import validate
-    default = plan(compose("experiment=qiu2025_table1_cpu"))
+    from harness.runner.experiment import list_runs
+    from harness.runner.schema import validate
+    default = list_runs(compose("experiment=qiu2025_table1_cpu"))
     with_lora = compose("experiment=qiu2025_table1_cpu", "+include=[GRPO-LoRA]")
     validate(with_lora)
-    lora_runs = [r for r in plan(with_lora) if r.grid == "GRPO-LoRA"]
+    lora_runs = [r for r in list_runs(with_lora) if r.grid == "GRPO-LoRA"]
     assert not [r for r in default if r.grid == "GRPO-LoRA"]
-    assert len(plan(with_lora)) == len(default) + len(lora_runs) == len(default) + 6
+    assert len(list_runs(with_lora)) == len(default) + len(lora_runs) == len(default) + 6
     assert all("method.peft=lora" in r.overrides for r in lora_runs)
     with pytest.raises(ConfigError, match="'GRPO'.*not an optional grid.*include=\\[GRPO-LoRA\\]"):
         validate(compose("experiment=qiu2025_table1_cpu", "+include=[GRPO]"))

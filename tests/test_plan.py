@@ -6,9 +6,9 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import Qwen2Config
 
-from harness.flops import generation_flops
-from harness.model_shapes import ShapeError, generation_budget, load_shape
-from harness.plan import (GPUS, PlanError, gpus_needed, kv_cache_bytes, lora_param_count, method_memory, options,
+from harness.core.flops import generation_flops
+from harness.core.model_shapes import ShapeError, generation_budget, load_shape
+from harness.runner.pricing import (GPUS, PricingError, gpus_needed, kv_cache_bytes, lora_param_count, method_memory, options,
                           param_count)
 
 
@@ -46,7 +46,7 @@ def test_lora_memory_and_bad_target():
                              "lora": {"r": 8, "target_modules": ["q_proj", "v_proj"]}})
     mem = method_memory(lora, cfg, tokens=10, eval_batch=1)
     assert mem["lora_states"] == 16 * n and mem["weights"] == 2 * param_count(cfg) and "adamw" not in mem
-    with pytest.raises(PlanError, match="not a Qwen2/Llama projection"):
+    with pytest.raises(PricingError, match="not a Qwen2/Llama projection"):
         lora_param_count(cfg, 8, ["qkv"])
 
 
@@ -62,9 +62,9 @@ def test_fits_and_gpus_needed():
 
 
 def test_bad_gpu_and_unknown_plan_key():
-    with pytest.raises(PlanError, match="plan.gpu='v100' is unknown; use one of h100, h200, a100"):
+    with pytest.raises(PricingError, match="plan.gpu='v100' is unknown; use one of h100, h200, a100"):
         options(OmegaConf.create({"plan": {"gpu": "v100"}}))
-    with pytest.raises(PlanError, match="plan.gpuz is unknown"):
+    with pytest.raises(PricingError, match="plan.gpuz is unknown"):
         options(OmegaConf.create({"plan": {"gpuz": "h100"}}))
     assert options(OmegaConf.create({"plan": True}))["gpu"] == "h100"
 

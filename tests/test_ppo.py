@@ -11,10 +11,10 @@ import pytest
 import torch
 from trl.experimental.utils import get_reward
 
-from harness.budget import BudgetError, Ledger
-from harness.chartok import build_char_tokenizer
-from harness.flops import forward_flops, generation_flops
-from harness.steplog import make_ledger
+from harness.core.budget import BudgetError, Ledger
+from harness.core.chartok import build_char_tokenizer
+from harness.core.flops import forward_flops, generation_flops
+from harness.core.steplog import make_ledger
 from methods.ppo import PPO, TaskRewardModel, make_value_model, update_flops
 from tasks.countdown import Countdown
 

@@ -1,10 +1,10 @@
 """A fresh checkout reproduces the committed numbers: the quickstart, shortened, against golden values.
 
-    python -m pytest tests/test_reproduce.py -q -m slow     # runs harness.golden (a few minutes)
+    python -m pytest tests/test_reproduce.py -q -m slow     # runs harness.tools.golden (a few minutes)
 
 Same CPU and package versions: steps, FLOPs and every metric must be identical (the final weights
 may differ in their last bits, measured). Another host: the metrics must agree within
-harness.golden.TOLERANCE, measured across ISAs (see its docstring).
+harness.tools.golden.TOLERANCE, measured across ISAs (see its docstring).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from harness import golden
+from harness.tools import golden
 
 
 def _golden() -> dict:
@@ -22,7 +22,7 @@ def _golden() -> dict:
 
 def test_golden_file_covers_every_quickstart_run():
     g = _golden()
-    assert g["overrides"] == golden.OVERRIDES, "golden file made with other overrides: python -m harness.golden write"
+    assert g["overrides"] == golden.OVERRIDES, "golden file made with other overrides: python -m harness.tools.golden write"
     labels = set(g["runs"])
     assert "base" in labels and len(labels) == 11  # base, two ES cells, 4 GRPO and 4 PPO grid points
     assert all(r["status"] == "ok" for r in g["runs"].values())

@@ -57,8 +57,8 @@ def child(name: str, run_dir: str, slow: bool) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from harness.policy import load_policy
-    from harness.steplog import make_ledger
+    from harness.core.policy import load_policy
+    from harness.core.steplog import make_ledger
 
     torch.set_num_threads(1)
     run_dir = Path(run_dir)

@@ -2,8 +2,8 @@
 
     python -m pytest tests/test_run_one.py -q
 
-`python -m harness method=es model=zoo-100k ...` rewrites `model=` (harness/model_arg.py), composes
-conf/config.yaml, validates it (harness/cli.py) and hands one run to harness/run.run_one, which
+`python -m harness method=es model=zoo-100k ...` rewrites `model=` (harness/runner/model_arg.py), composes
+conf/config.yaml, validates it (harness/runner/cli.py) and hands one run to harness/run.run_one, which
 trains until the ledger stops it, evaluates and writes <run_dir>/record.json. This runs that path
 without a subprocess, on the smallest zoo model with a 2-iteration budget and an 8-prompt
 evaluation, so it is in the default suite; tests/test_cli.py and tests/test_experiment.py cover
@@ -16,10 +16,10 @@ import torch
 from safetensors.torch import load_file
 
 from harness.analysis.update import UPDATE_NAME, base_hash
-from harness.policy import load_policy
-from harness.records import RECORD_NAME, read_record
-from harness.run import run_one
-from harness.schema import validate
+from harness.core.policy import load_policy
+from harness.core.records import RECORD_NAME, read_record
+from harness.runner.run import run_one
+from harness.runner.schema import validate
 
 POPULATION, PROMPTS, ITERATIONS = 4, 4, 2
 SAMPLES = POPULATION * PROMPTS * ITERATIONS  # ES scores population x prompts completions an iteration
@@ -33,7 +33,7 @@ METRICS = {"greedy_acc", "pass@1", "pass@4", "maj@4"}
 
 
 def run(compose, run_dir, *overrides):
-    """What harness/cli.py does for a single run, minus the tables: compose, validate, run_one."""
+    """What harness/runner/cli.py does for a single run, minus the tables: compose, validate, run_one."""
     cfg = compose(*TINY, *overrides)
     validate(cfg)
     returned = run_one(cfg, run_dir)

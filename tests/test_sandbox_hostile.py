@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import tasks.sandbox
-from harness.bench_sandbox import _measured
+from harness.tools.bench_sandbox import _measured
 from tasks import cgroup, seccomp
 from tasks.mbpp import MBPP
 from tasks.sandbox import layers, run_python
@@ -78,7 +78,7 @@ def test_hostile_program_scores_zero_and_leaves_nothing(task, rows, program):
 
 
 def test_reference_solutions_still_score_one(task):
-    """A sample of 30 rows from every split; `python -m harness.bench_sandbox --references`
+    """A sample of 30 rows from every split; `python -m harness.tools.bench_sandbox --references`
     checks all of them."""
     rows = [r for s in ("train", "validation", "test") for r in task.load(s) if r["task_id"] != 123]
     sample = random.Random(0).sample(rows, 30)  # 123's reference needs ~5 s: too slow here

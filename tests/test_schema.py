@@ -5,16 +5,16 @@ line naming the key and the nearest valid one, never a silent drop or a library 
 """
 import pytest
 
-from harness.experiment import plan
-from harness.run import CONF_DIR
-from harness.schema import ConfigError, validate
+from harness.runner.experiment import list_runs
+from harness.core.paths import CONF_DIR
+from harness.runner.schema import ConfigError, validate
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
 def test_every_shipped_experiment_is_valid(compose, name):
     c = compose(f"experiment={name}")
     validate(c)
-    assert plan(c)
+    assert list_runs(c)
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -52,7 +52,7 @@ def test_run_counts_quoted_in_files_and_readme_match_the_plan(compose):
     import re
     readme = (CONF_DIR.parent / "README.md").read_text()
     for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
-        n = len(plan(compose(f"experiment={path.stem}")))
+        n = len(list_runs(compose(f"experiment={path.stem}")))
         quoted = re.search(r"Runs: (\d+)", path.read_text())
         assert quoted and int(quoted.group(1)) == n, f"{path.name} says {quoted and quoted.group(1)} runs, plan has {n}"
         row = re.search(rf"^\| `{path.stem}` \|.*?\| (\d+) \|", readme, re.M)
@@ -71,14 +71,14 @@ def test_a_nested_typo_in_an_experiment_file_fails_at_load(compose, tmp_path):
 
 
 def test_signatures_read_from_source_match_the_real_ones():
-    """harness/signatures.py parses source to stay import-free; it must agree with inspect on every target."""
+    """harness/runner/signatures.py parses source to stay import-free; it must agree with inspect on every target."""
     import inspect
 
     from hydra.utils import get_method
     from omegaconf import OmegaConf
 
-    from harness.schema import EVAL_TARGET
-    from harness.signatures import accepted_keys
+    from harness.runner.schema import EVAL_TARGET
+    from harness.runner.signatures import accepted_keys
     targets = {EVAL_TARGET} | {OmegaConf.load(p).get("_target_") for group in ("method", "task")
                                for p in (CONF_DIR / group).glob("*.yaml")}
     for t in sorted(targets):
@@ -86,6 +86,6 @@ def test_signatures_read_from_source_match_the_real_ones():
 
 
 def test_param_names_match_es_core():
-    from harness.schema import PARAM_NAMES
+    from harness.runner.schema import PARAM_NAMES
     from methods.es_core import PARAM_SETS
     assert set(PARAM_NAMES) == {"all", "last_layer", *PARAM_SETS}

@@ -11,8 +11,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from harness.budget import Ledger
-from harness.schema import validate
+from harness.core.budget import Ledger
+from harness.runner.schema import validate
 from methods.es import ES
 from methods.grpo import GRPO
 from methods.sequential import Sequential, SequentialConfig
@@ -97,7 +97,7 @@ def test_config_errors_name_the_fix(kw, message):
 def test_composes_from_the_method_configs(compose):
     cfg = compose("method=sequential", "model=zoo-100k", "method.order=[es,grpo]", "method.stages.es.sigma=0.003",
                   "method.split=0.25")
-    validate(cfg)  # harness/schema.py accepts the composed run config
+    validate(cfg)  # harness/runner/schema.py accepts the composed run config
     seq = instantiate(cfg.method)
     assert [type(m) for m in seq.stages] == [ES, GRPO]
     assert seq.stages[0].config.sigma == 0.003 and seq.config.split == 0.25

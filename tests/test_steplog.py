@@ -1,4 +1,4 @@
-"""The one step log (harness/budget.py Ledger.step, harness/steplog.py listeners).
+"""The one step log (harness/core/budget.py Ledger.step, harness/core/steplog.py listeners).
 
     python -m pytest tests/test_steplog.py -q
 """
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.budget import BudgetError, Ledger
-from harness.schema import ConfigError
-from harness.steplog import EvalEvery, JsonlLog, StepStats, Tracker, make_ledger
+from harness.core.budget import BudgetError, Ledger
+from harness.core.errors import ConfigError
+from harness.core.steplog import EvalEvery, JsonlLog, StepStats, Tracker, make_ledger
 
 torch.set_num_threads(1)
 

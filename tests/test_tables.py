@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from harness.atomic import write_json_atomic
-from harness.records import SCHEMA_VERSION, Record, new_record, read_records
-from harness.records import write_record as _write_record
+from harness.core.atomic import write_json_atomic
+from harness.core.records import SCHEMA_VERSION, Record, new_record, read_records
+from harness.core.records import write_record as _write_record
 from harness.reporting.aggregate import aggregate, t975
 from harness.reporting.heldout import heldout_paper_markdown
 from harness.reporting.report import budget_cell, write_report
-from harness.tables import rebuild
+from harness.reporting.report import rebuild
 
 
 def write_record(run_dir, d: dict):
@@ -274,7 +274,7 @@ def test_files_are_written_with_the_umask_not_private(tmp_path):
 
 
 def test_tables_of_a_folder_without_records_fail_and_write_nothing(tmp_path, monkeypatch, capsys):
-    from harness.tables import main
+    from harness.reporting.__main__ import main
     curated = tmp_path / "results" / "quickstart"   # a tables folder: tables, no records
     curated.mkdir(parents=True)
     (curated / "table.md").write_text("the committed table\n")
@@ -288,7 +288,7 @@ def test_tables_of_a_folder_without_records_fail_and_write_nothing(tmp_path, mon
 
 
 def test_tables_go_to_outputs_by_default(tmp_path, monkeypatch):
-    from harness.tables import main
+    from harness.reporting.__main__ import main
     root = tmp_path / "runs" / "syn" / "s"
     synthetic_experiment(root)
     monkeypatch.chdir(tmp_path)
@@ -352,7 +352,7 @@ def test_analyze_writes_to_outputs_and_refuses_a_folder_without_records(tmp_path
 
     from harness.analysis.report import analyse, resolve
     from harness.analysis.update import UpdateError
-    from harness.analyze import main
+    from harness.analysis.__main__ import main
     root = tmp_path / "runs" / "syn" / "s"
     synthetic_experiment(root)
     (tmp_path / "results" / "syn").mkdir(parents=True)

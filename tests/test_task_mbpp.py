@@ -109,7 +109,7 @@ def test_ok_needs_a_clean_run_to_the_end():
     ("huge output", "while True:\n    print('x' * 10000)", 2),
 ])
 def test_hostile_programs_score_zero(name, code, limit):
-    """Speed is measured by `python -m harness.bench_sandbox`, not asserted here."""
+    """Speed is measured by `python -m harness.tools.bench_sandbox`, not asserted here."""
     assert not run_python(code, timeout_s=limit).ok, name
 
 

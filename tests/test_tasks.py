@@ -10,7 +10,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from harness.run import CONF_DIR
+from harness.core.paths import CONF_DIR
 from tasks.base import Task, TaskDataError, read_jsonl
 
 TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))

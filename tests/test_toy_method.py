@@ -20,8 +20,8 @@ import math
 import random
 import statistics
 
-from harness.flops import generation_flops
-from harness.policy import generate
+from harness.core.flops import generation_flops
+from harness.core.policy import generate
 
 
 class RandomScalar:

@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
-from harness.chartok import build_char_tokenizer
+from harness.core.chartok import build_char_tokenizer
 from harness.evaluation.evaluate import EvalConfig, evaluate
-from harness.policy import ZOO_DIR, load_policy
-from harness.zoo import LADDER, ZOO
+from harness.core.paths import ZOO_DIR
+from harness.core.policy import load_policy
+from harness.tools.zoo import LADDER, ZOO
 from tasks.countdown import Countdown
 
 DEFAULT = "zoo-1m"
@@ -29,7 +30,7 @@ def test_char_tokenizer_roundtrip_after_save(tmp_path):
 
 def test_every_zoo_model_is_shipped_with_a_card():
     for name in ZOO:
-        assert (ZOO_DIR / name / "CARD.md").is_file(), f"rebuild it: python -m harness.zoo build {name}"
+        assert (ZOO_DIR / name / "CARD.md").is_file(), f"rebuild it: python -m harness.tools.zoo build {name}"
     total = sum(p.stat().st_size for p in ZOO_DIR.rglob("*.safetensors"))
     assert total < 40e6, f"zoo weights take {total / 1e6:.1f} MB; keep them under 40 MB"
 

@@ -8,5 +8,5 @@
     entropy.py       mean per-token entropy of the policy's samples (a training-time listener)
     report.py        analysis.md and the figures of an experiment
 
-    python -m harness.analyze results/quickstart       # or runs/<group>/<stamp>, or one run folder
+    python -m harness.analysis results/quickstart       # or runs/<group>/<stamp>, or one run folder
 """

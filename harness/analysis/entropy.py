@@ -3,7 +3,7 @@
 For each sampled completion token t, H_t = -sum_v p(v | prefix) log p(v | prefix), the entropy of the
 whole next-token distribution at temperature T (exact, not a one-sample estimate), averaged over all
 completion tokens of all samples. The paper reports token entropy falling under GRPO and moving
-little under ES. Measured by an `EvalEvery` listener (harness/steplog.py) on the first
+little under ES. Measured by an `EvalEvery` listener (harness/core/steplog.py) on the first
 `entropy_prompts` validation prompts with a fixed sampling seed, against FLOPs; recorded in
 record.entropy, never charged.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.policy import Policy, generate
+from harness.core.policy import Policy, generate
 
 
 @torch.no_grad()

@@ -1,7 +1,7 @@
 """The analysis figures: drift.png, localisation.png, sparsity.png, entropy.png.
 
 Every line or bar is named by model, run (method and settings), seed and FLOPs spent; each figure
-is written atomically (harness/atomic.py), in the style of harness/reporting/plots.py.
+is written atomically (harness/core/atomic.py), in the style of harness/reporting/plots.py.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.analysis.groups import GROUPS, group_label  # noqa: E402
-from harness.atomic import save_figure_atomic  # noqa: E402
+from harness.core.atomic import save_figure_atomic  # noqa: E402
 
 
 def write_figures(runs: list[dict], out: Path) -> None:

@@ -1,6 +1,6 @@
 """Analyse an experiment's stored updates: analysis.md, analysis.json and drift/localisation/sparsity/entropy.png.
 
-    python -m harness.analyze results/quickstart   (or runs/<group>/<stamp>, or one run folder)
+    python -m harness.analysis results/quickstart   (or runs/<group>/<stamp>, or one run folder)
 
 Every successful trained run is analysed from its record and stored weights, against its base
 model loaded again and checked by hash; a run that cannot be (no stored update, another base) and
@@ -21,9 +21,9 @@ from harness.analysis.localisation import localisation
 from harness.analysis.settings import AnalysisConfig
 from harness.analysis.sparsity import fraction_below, sparsity_curve, sparsity_eval_config, step_size, thresholds, zeroable_at
 from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
-from harness.atomic import write_json_atomic, write_text_atomic
-from harness.policy import load_policy
-from harness.records import RECORD_NAME, read_manifest, read_records
+from harness.core.atomic import write_json_atomic, write_text_atomic
+from harness.core.policy import load_policy
+from harness.core.records import RECORD_NAME, read_manifest, read_records
 from harness.reporting.report import output_name
 
 log = logging.getLogger("esbench")

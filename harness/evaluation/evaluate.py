@@ -16,16 +16,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from harness.flops import generation_flops
+from harness.core.errors import UserError
+from harness.core.flops import generation_flops
 from harness.evaluation.kl import per_token_kl
 from harness.evaluation.metrics import maj_at_k, pass_at_k, summarize
-from harness.policy import Generation, Policy, generate
+from harness.core.policy import Generation, Policy, generate
 
 log = logging.getLogger(__name__)
 CURVE_KS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-class EvalConfigError(ValueError):
+class EvalConfigError(UserError, ValueError):
     """An evaluation setting is inconsistent; the message says which key to change."""
 
 

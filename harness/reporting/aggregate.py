@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.records import Manifest, Record, read_manifest, read_records
+from harness.core.records import Manifest, Record, read_manifest, read_records
 from harness.reporting.format import metric_order
 
 # Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.atomic import save_figure_atomic  # noqa: E402
+from harness.core.atomic import save_figure_atomic  # noqa: E402
 
 VAL_METRIC = "greedy_acc"
 SMOOTH_SHARE = 10  # the train panel shows a trailing mean over 1/10 of each run's steps

@@ -5,7 +5,7 @@ experiments with published held-out numbers (`paper_heldout:`) print "measured (
 """
 from __future__ import annotations
 
-from harness.records import Record
+from harness.core.records import Record
 from harness.reporting.format import fmt_value, metric_order
 
 HELDOUT_NOTE = "Accuracy-type metrics in %, mean over test prompts [bootstrap 95% CI]."

@@ -1,6 +1,6 @@
 """Plots of an experiment's aggregated rows (harness/reporting/aggregate.py): pass@k panels and metric-versus-axis.
 
-Every figure is written atomically (harness/atomic.py): concurrent cluster jobs never leave half a PNG.
+Every figure is written atomically (harness/core/atomic.py): concurrent cluster jobs never leave half a PNG.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # headless: no display on servers or CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness.atomic import save_figure_atomic  # noqa: E402
+from harness.core.atomic import save_figure_atomic  # noqa: E402
 
 
 def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:

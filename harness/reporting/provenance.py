@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.records import Record
+from harness.core.records import Record
 
 UNKNOWN = "unknown"
 

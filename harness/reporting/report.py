@@ -17,17 +17,19 @@ Writes into the output folder:
 Task notes (a record's task_info["notes"], e.g. MBPP's degenerate rows) are listed under the
 tables of table.md and summary.md. A folder with no records raises NoRecords and writes nothing.
 
-    python -m harness.tables runs/<group>/<stamp> --out results/<group>
+    python -m harness.reporting runs/<group>/<stamp> --out results/<group>
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from harness.atomic import write_json_atomic, write_text_atomic
-from harness.records import Manifest, Record, read_manifest, read_records
+from harness.core.atomic import write_json_atomic, write_text_atomic
+from harness.core.errors import UserError
+from harness.core.records import Manifest, Record, read_manifest, read_records
 from harness.reporting.aggregate import NOT_OK, aggregate, metric_names
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
@@ -35,6 +37,8 @@ from harness.reporting.format import isnan
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
 from harness.reporting.plots import axis_plot, passk_panels
 from harness.reporting.provenance import mixed_warning, provenance
+
+log = logging.getLogger("esbench")
 
 BUDGET_TOLERANCE = 0.10
 NOTE = ("Accuracy-type metrics in %. A row with two or more successful seeds shows the mean over seeds "
@@ -47,7 +51,7 @@ SUMMARY_STAR = ("`*` = some planned runs of the cell (on an RL column, of any po
                 "were INTERRUPTED or are MISSING; table.md's 'runs ok' says which.")
 
 
-class NoRecords(ValueError):
+class NoRecords(UserError, ValueError):
     """The folder holds no run records: nothing to tabulate (and nothing is written)."""
 
 
@@ -108,7 +112,7 @@ def markdown(df: pd.DataFrame, metrics: list[str], extra: dict[str, list[str]] |
     """One line per row: model, run, runs ok, extra columns, metrics, FLOPs, budget, steps, wall.
 
     "train FLOPs" is the ledger's charge (what the method needs); "executed FLOPs" what ran, padding
-    included, and "exec/charged" their ratio (harness/budget.py; '-' for runs that did not report it).
+    included, and "exec/charged" their ratio (harness/core/budget.py; '-' for runs that did not report it).
     """
     extra = dict(extra or {})
     if "greedy_acc" in metrics and "trains" in df and (~df["trains"].astype(bool)).any():
@@ -290,3 +294,14 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
                                                   f"{axis_markdown(points, main, spec, shown)}\n{note}\n")
         axis_plot(points, main, spec, shown, out_dir / f"{name}.png", title)
     return agg
+
+
+def rebuild(records: Path, out: Path, select_by: str | None = None, title: str | None = None) -> str:
+    """Write every table and plot for `records` into `out`; return table.md's text."""
+    agg = write_report(records, out, select_by, title)
+    for w in agg["warnings"]:
+        log.warning(w)
+    for _, r in agg["runs"].iterrows():
+        if r["status"] in ("failed", "interrupted"):
+            log.warning("run %s %s: %s", r.get("path") or r.get("key"), r["status"].upper(), r.get("error") or "")
+    return (Path(out) / "table.md").read_text()

@@ -1,13 +1,13 @@
 """The tiny-model zoo: Qwen2-architecture base models trained from scratch on Countdown.
 
 No model hub is reachable in tests or on a fresh laptop, so the project makes its own base models.
-Each is a Qwen2 causal LM with the character tokenizer (harness/chartok.py), trained with plain
+Each is a Qwen2 causal LM with the character tokenizer (harness/core/chartok.py), trained with plain
 next-token loss on the completion of procedurally generated, solvable 3-number Countdown problems
 from the zoo's *train* split (tasks/countdown.py), for a fixed number of steps, then saved with a
 CARD.md holding the rebuild command, steps, wall time and measured base scores.
 
-    python -m harness.zoo build zoo-1m          # rebuild one model (minutes on 2 CPU cores)
-    python -m harness.zoo list
+    python -m harness.tools.zoo build zoo-1m          # rebuild one model (minutes on 2 CPU cores)
+    python -m harness.tools.zoo list
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
 
-from harness.atomic import write_json_atomic, write_text_atomic
+from harness.core.atomic import write_json_atomic, write_text_atomic
 
-from harness.chartok import build_char_tokenizer
-from harness.policy import ZOO_DIR
+from harness.core.chartok import build_char_tokenizer
+from harness.core.paths import ZOO_DIR
 from tasks.countdown import _split_of, random_problem
 
 
@@ -145,7 +145,7 @@ def train(name: str, threads: int = 2) -> dict:
 def write_card(name: str, threads: int = 2) -> dict:
     """Evaluate zoo model `name` on the zoo Countdown test split and write its CARD.md."""
     from harness.evaluation.evaluate import EvalConfig, evaluate
-    from harness.policy import load_policy
+    from harness.core.policy import load_policy
     from tasks.countdown import Countdown
 
     torch.set_num_threads(threads)
@@ -167,7 +167,7 @@ A Qwen2-architecture causal LM with esbench's character tokenizer, trained from 
 on procedurally generated Countdown problems (numbers 1-20, integer targets 1-100; zoo *train*
 split only) with the compact template `3 7 12>22:` -> `(12+7)+3`: {_data_line(spec)}
 
-Rebuild: `python -m harness.zoo build {name} --threads {stats['torch_threads']}` (trains from scratch, then writes this card)
+Rebuild: `python -m harness.tools.zoo build {name} --threads {stats['torch_threads']}` (trains from scratch, then writes this card)
 
 | | |
 |---|---|
@@ -198,7 +198,7 @@ def _data_line(spec: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m harness.zoo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.zoo", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="train one zoo model from scratch and write its card")
     b.add_argument("name", choices=sorted(ZOO))

@@ -2,7 +2,7 @@
 
 Build the task, the policy and the method from the config; train until the ledger says the budget
 is spent; evaluate on `eval_splits`; write <run_dir>/record.json atomically. Entry point:
-harness/cli.py; experiments (harness/experiment.py) call `run_one` once per planned run.
+harness/runner/cli.py; experiments (harness/runner/experiment.py) call `run_one` once per planned run.
 """
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from omegaconf import DictConfig, OmegaConf
 from harness.analysis.entropy import entropy_fn
 from harness.analysis.settings import AnalysisConfig, analysis_config
 from harness.analysis.update import base_hash, save_update, wants_update
-from harness.distributed import check_launch, is_main_process, local_device, refuse_single_process
+from harness.core.distributed import check_launch, is_main_process, local_device, refuse_single_process
 from harness.engines import make_engine, plain_engine
 from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
-from harness.policy import ModelLoadError, load_policy
-from harness.quiet import drop_banners, quiet_known_warnings
-from harness import records
-from harness.records import Record, new_record
-from harness.schema import CONF_DIR  # defined there; launch.py and some tests import it from here
-from harness.steplog import EvalEvery, make_ledger
+from harness.core.policy import ModelLoadError, load_policy
+from harness.core.quiet import drop_banners, quiet_known_warnings
+from harness.core import records
+from harness.core.records import Record, new_record
+from harness.core.paths import CONF_DIR
+from harness.core.steplog import EvalEvery, make_ledger
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -36,7 +36,7 @@ log = logging.getLogger("esbench")
 
 def quiet_libraries() -> None:
     """Progress bars from weight loading and datasets would drown the one line per step we print;
-    known library notices go too (harness/quiet.py)."""
+    known library notices go too (harness/core/quiet.py)."""
     import datasets
     import transformers
 
@@ -205,9 +205,9 @@ def warn_unreachable_budget(cfg: DictConfig, method_name: str, task) -> None:
     A step's charge is bounded with every sequence as long as the model's context allows (the
     completion at the task's max_new_tokens), so the bound is loose but the warning never false.
     """
-    from harness.budget import unreachable
-    from harness.flops import generation_flops, scoring_flops
-    from harness.model_shapes import ShapeError, load_shape
+    from harness.core.budget import unreachable
+    from harness.core.flops import generation_flops, scoring_flops
+    from harness.core.model_shapes import ShapeError, load_shape
 
     if method_name not in STEP_CAPS:
         return
@@ -230,7 +230,7 @@ def warn_unreachable_budget(cfg: DictConfig, method_name: str, task) -> None:
 
 
 def write_record(run_dir: Path, record: Record) -> None:
-    """rl: only rank 0 writes the record (harness/distributed.py)."""
+    """rl: only rank 0 writes the record (harness/core/distributed.py)."""
     if is_main_process():
         records.write_record(run_dir, record)
 

@@ -5,9 +5,9 @@ ledger set in samples so it stops after exactly --iterations, and prints each ph
 and as a share of the iteration. ES's own overhead (perturb + restore + update + reward) should
 stay under ~10% of an iteration: generation is the work that buys the reward signal.
 
-    python -m harness.bench_es --model zoo-1m --iterations 3 --population 30 --prompts 64 --threads 2
-    python -m harness.bench_es --model zoo-4m --noise-rank 4 --threads 1   # EGGROLL low-rank noise
-    python -m harness.bench_es --model zoo-4m --compare-noise-rank 4       # full vs low-rank, side by side
+    python -m harness.tools.bench_es --model zoo-1m --iterations 3 --population 30 --prompts 64 --threads 2
+    python -m harness.tools.bench_es --model zoo-4m --noise-rank 4 --threads 1   # EGGROLL low-rank noise
+    python -m harness.tools.bench_es --model zoo-4m --compare-noise-rank 4       # full vs low-rank, side by side
 
 --params / --noise-rank / --antithetic select the ES variants (conf/method/es.yaml).
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from harness.budget import Ledger
-from harness.policy import load_policy
+from harness.core.budget import Ledger
+from harness.core.policy import load_policy
 from methods.es import ES
 from tasks.countdown import Countdown
 
@@ -69,7 +69,7 @@ def compare(full: list[dict], low: list[dict], rank: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m harness.bench_es", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.bench_es", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="zoo-1m", help="zoo name, local path or hub id")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--population", type=int, default=30)

@@ -4,7 +4,7 @@ With no network and HF_HUB_OFFLINE unset, transformers spent about a minute (46 
 retries) before saying a model was not cached. Here one HEAD request (3 s at most; proxies from the
 environment apply) finds the hub unreachable; huggingface_hub is then switched to offline mode for
 the process, so a cached model still loads and a missing one fails at once. `check_hub_model` runs
-before torch loads (harness/cli.py); harness/policy.py calls `offline_unless_reachable` for every
+before torch loads (harness/runner/cli.py); harness/core/policy.py calls `offline_unless_reachable` for every
 hub id it loads (experiments, analysis).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Fan an experiment out as one cluster job per run, with the run count taken from the plan itself.
 
-    python -m harness.launch experiment=sigma_sweep stamp=s1 launcher=submitit_slurm \\
+    python -m harness.runner.launch experiment=sigma_sweep stamp=s1 launcher=submitit_slurm \\
         hydra.launcher.partition=gpu
 
 composes the experiment, counts its runs (the same plan `+dry_run=true` prints), and starts
@@ -14,22 +14,22 @@ import sys
 
 from hydra import compose, initialize_config_dir
 
-from harness.experiment import plan
-from harness.model_arg import rewrite_argv
-from harness.run import CONF_DIR
+from harness.runner.experiment import list_runs
+from harness.runner.model_arg import rewrite_argv
+from harness.core.paths import CONF_DIR
 
 
 def command(argv: list[str]) -> list[str]:
     """The multirun command for these arguments, with +run_index covering every planned run."""
     if any(a.lstrip("+").startswith("run_index=") for a in argv):
-        raise SystemExit("esbench: error: harness.launch sets +run_index itself; drop it (or run "
+        raise SystemExit("esbench: error: harness.runner.launch sets +run_index itself; drop it (or run "
                          "`python -m harness ... +run_index=I` for one run)")
     if not any(a.startswith("stamp=") for a in argv):
         raise SystemExit("esbench: error: pass stamp=NAME so every job writes into one folder (and reruns resume)")
     plan_args = rewrite_argv(["launch", *(a for a in argv if not a.startswith(("hydra.", "launcher=")))])[1:]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=plan_args)
-    n = len(plan(cfg))
+    n = len(list_runs(cfg))
     if n == 0:
         raise SystemExit("esbench: error: this config plans no runs; pass experiment=NAME")
     return [sys.executable, "-m", "harness", "-m", *argv, f"+run_index=range(0,{n})"]

@@ -16,8 +16,8 @@ import difflib
 import re
 from pathlib import Path
 
-from harness.model_shapes import ZOO_DIR
-from harness.schema import CONF_DIR
+from harness.core.errors import UserError
+from harness.core.paths import CONF_DIR, ZOO_DIR
 
 CONF_MODELS = CONF_DIR / "model"
 GENERIC = "generic"
@@ -26,7 +26,7 @@ _HYDRA_SYNTAX = re.compile(r"[,${}\[\]()'\"]")
 _PLAIN = re.compile(r"[\w./~:+@-]+")
 
 
-class ModelArgError(ValueError):
+class ModelArgError(UserError, ValueError):
     """`model=` names no option, no folder and no hub id; the message lists what would work."""
 
 

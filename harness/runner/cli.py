@@ -4,12 +4,12 @@
     python -m harness method=es budget.flops=4e12       # train with ES, then evaluate
     python -m harness                                   # the quickstart comparison
     python -m harness -m method=es seed=0,1,2           # a Hydra multirun
-    python -m harness experiment=X +plan=true           # price every run of an experiment (harness/plan.py)
-    python -m harness model=Qwen/Qwen2.5-1.5B-Instruct  # any hub id or folder (harness/model_arg.py)
+    python -m harness experiment=X +plan=true           # price every run of an experiment (harness/runner/pricing.py)
+    python -m harness model=Qwen/Qwen2.5-1.5B-Instruct  # any hub id or folder (harness/runner/model_arg.py)
 
 Data flows one way: cli -> experiment -> run -> (method, evaluation) -> records -> reporting.
 
-Only Hydra, OmegaConf and harness/schema.py load before the config is checked: torch, transformers,
+Only Hydra, OmegaConf and harness/runner/schema.py load before the config is checked: torch, transformers,
 TRL and the tasks' data libraries load after it, so a config error is reported in about a second,
 not after 7-18 s of imports (measured in harness/__main__.py's docstring).
 """
@@ -22,30 +22,20 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from harness.schema import CONF_DIR, ConfigError, is_experiment, validate
+from harness.core.errors import ConfigError, UserError
+from harness.core.paths import CONF_DIR
+from harness.runner.schema import is_experiment, validate
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that are the user's configuration or data, reported in one line (imports the heavy modules)."""
+    """Exceptions that are the user's configuration or data, reported in one line."""
     from hydra.errors import InstantiationException
     from omegaconf.errors import InterpolationResolutionError
 
-    from harness.budget import BudgetError
-    from harness.distributed import DistributedError
-    from harness.engines import EngineError
-    from harness.evaluation.evaluate import EvalConfigError
-    from harness.experiment import ExperimentError
-    from harness.plan import PlanError
-    from harness.policy import ModelLoadError
-    from harness.reporting.report import NoRecords
-    from methods.es_core import VariantError
-    from tasks.base import TaskDataError
-
-    # InterpolationResolutionError: a ${...} that cannot resolve, e.g. a budget priced for a model with no shape;
-    # EngineError: a missing vLLM extra, too few GPUs, a dead or diverged ES worker
-    return (ModelLoadError, TaskDataError, BudgetError, EvalConfigError, InstantiationException, ExperimentError,
-            ConfigError, EngineError, InterpolationResolutionError, PlanError, DistributedError, VariantError,
-            NoRecords)
+    # UserError: every error of ours a user fixes (harness/core/errors.py); InstantiationException: a
+    # method or task constructor refused its settings; InterpolationResolutionError: a ${...} that cannot
+    # resolve, e.g. a budget priced for a model with no shape
+    return (UserError, InstantiationException, InterpolationResolutionError)
 
 
 def fail(e: BaseException) -> None:
@@ -63,10 +53,10 @@ def main(cfg: DictConfig) -> None:
     missing = _missing_hub_model(cfg)
     if missing:
         fail(missing)
-    from harness.quiet import quiet_known_warnings
+    from harness.core.quiet import quiet_known_warnings
 
     quiet_known_warnings()
-    from harness.run import Terminated
+    from harness.runner.run import Terminated
 
     def on_sigterm(signum, frame):
         raise Terminated(f"signal {signum} (SIGTERM): the run was stopped from outside (timeout, Slurm, kill)")
@@ -85,13 +75,14 @@ def main(cfg: DictConfig) -> None:
 
 
 def _missing_hub_model(cfg: DictConfig) -> str | None:
-    """A single run's hub model that cannot load offline, said before torch loads (harness/hub.py)."""
-    from harness.model_arg import ZOO_DIR, is_hub_id
+    """A single run's hub model that cannot load offline, said before torch loads (harness/core/hub.py)."""
+    from harness.core.paths import ZOO_DIR
+    from harness.runner.model_arg import is_hub_id
 
     name = str(cfg.model.get("name_or_path") or "")
     if is_experiment(cfg) or not is_hub_id(name) or (ZOO_DIR / name).is_dir() or Path(name).exists():
         return None
-    from harness.hub import check_hub_model
+    from harness.core.hub import check_hub_model
 
     return check_hub_model(name)
 
@@ -99,22 +90,22 @@ def _missing_hub_model(cfg: DictConfig) -> str | None:
 def _dispatch(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.distributed import is_main_process
-    from harness.experiment import run_experiment
-    from harness.plan import print_plan
-    from harness.records import RECORD_NAME
-    from harness.run import run_one
-    from harness.tables import rebuild
+    from harness.core.distributed import is_main_process
+    from harness.runner.experiment import run_experiment
+    from harness.runner.pricing import print_prices
+    from harness.core.records import RECORD_NAME
+    from harness.runner.run import run_one
+    from harness.reporting.report import rebuild
 
     if is_experiment(cfg):
-        if cfg.get("plan"):  # +plan=true: price every run (harness/plan.py), run nothing
-            return print_plan(cfg)
+        if cfg.get("plan"):  # +plan=true: price every run (harness/runner/pricing.py), run nothing
+            return print_prices(cfg)
         if run_experiment(cfg):
             sys.exit(1)  # some runs failed: their records and the tables say which and why
         return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     run_one(cfg, run_dir)
-    if not is_main_process():  # rl: only rank 0 writes tables (harness/distributed.py)
+    if not is_main_process():  # rl: only rank 0 writes tables (harness/core/distributed.py)
         return
     out = Path(cfg.results_dir) / cfg.group
     print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))

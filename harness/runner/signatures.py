@@ -2,7 +2,7 @@
 
 Hydra merges an experiment file into the composed config without struct checks, so a nested typo
 (`eval: {n_prompt: 20}`) used to become an extra key that every run then passed on, failing each
-with a TypeError. harness/schema.py checks every method, task and eval key against these sets
+with a TypeError. harness/runner/schema.py checks every method, task and eval key against these sets
 before anything runs; importing the targets to ask `inspect` would load torch and TRL first (7-18 s
 before the one-line answer), so their source is parsed instead (ast, a few milliseconds).
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
+from harness.core import paths
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:

@@ -14,13 +14,13 @@ overrides, and gets an index in a fixed order (model, then cell/grid point, then
     python -m harness experiment=X                   # run them all in turn, then write the tables
     python -m harness experiment=X stamp=S +run_index=7        # run one (e.g. one cluster job)
                                                                # (tables each time; analysis from the last job)
-    python -m harness.launch experiment=X stamp=S launcher=submitit_slurm   # one cluster job per run
+    python -m harness.runner.launch experiment=X stamp=S launcher=submitit_slurm   # one cluster job per run
 
 Records go to runs/<group>/<stamp>/<model>/<label>/seed<k>/record.json, next to experiment.json
 (the plan), so tables can mark planned runs with no record as MISSING. A run whose record says ok
 is skipped, so rerunning with the same stamp resumes. A failing run leaves a failed record and the
 experiment goes on; the tables mark it FAILED. Tables: harness/reporting/report.py, rebuilt any time with
-`python -m harness.tables runs/<group>/<stamp> --out outputs/<group>`.
+`python -m harness.reporting runs/<group>/<stamp> --out outputs/<group>`.
 """
 from __future__ import annotations
 
@@ -40,16 +40,17 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from harness.analysis.report import analyse
 from harness.analysis.settings import analysis_config
-from harness.distributed import is_main_process, world_size
-from harness.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
+from harness.core.distributed import is_main_process, world_size
+from harness.core.errors import UserError
+from harness.core.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
 from harness.reporting.report import write_report
-from harness.schema import CONTROL_KEYS, ConfigError, validate
-from harness.run import Terminated, run_one
+from harness.runner.schema import CONTROL_KEYS, ConfigError, validate
+from harness.runner.run import Terminated, run_one
 
 log = logging.getLogger("esbench")
 
 
-class ExperimentError(ValueError):
+class ExperimentError(UserError, ValueError):
     """The experiment file or its command line is inconsistent; the message names the fix."""
 
 
@@ -117,7 +118,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
     return specs
 
 
-def plan(cfg: DictConfig) -> list[PlannedRun]:
+def list_runs(cfg: DictConfig) -> list[PlannedRun]:
     """Every run of the experiment, in index order: model, then cell/grid point, then seed.
 
     A cell with `seeded: false` (no training: its result does not depend on the seed) runs once,
@@ -213,7 +214,7 @@ def _check_same_arithmetic(run_dir: Path, rec) -> None:
 
 
 def _cli(cfg: DictConfig) -> list[str]:
-    """The task overrides of this launch, minus the keys that steer the launch (harness/schema.py CONTROL_KEYS)."""
+    """The task overrides of this launch, minus the keys that steer the launch (harness/runner/schema.py CONTROL_KEYS)."""
     keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in CONTROL_KEYS]
     if cfg.get("models") and any(o.split("=", 1)[0] == "model" for o in keep):
         raise ExperimentError("this experiment has a models axis; choose models with models=[zoo-1m,zoo-4m] "
@@ -221,13 +222,13 @@ def _cli(cfg: DictConfig) -> list[str]:
     return [*keep, f"stamp={cfg.stamp}"]
 
 
-def print_plan(cfg: DictConfig, runs: list[PlannedRun]) -> None:
+def print_runs(cfg: DictConfig, runs: list[PlannedRun]) -> None:
     root = experiment_root(cfg)
     for r in runs:
         print(f"{r.index:4d}  {r.model or '-':24s} seed={r.seed}  {r.label}\n      {' '.join(r.overrides)}")
     exp = HydraConfig.get().runtime.choices.get("experiment")
     print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness experiment={exp} stamp={cfg.stamp} "
-          f"+run_index=0\nfan out:   python -m harness.launch experiment={exp} stamp={cfg.stamp} "
+          f"+run_index=0\nfan out:   python -m harness.runner.launch experiment={exp} stamp={cfg.stamp} "
           f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
 
 
@@ -252,7 +253,7 @@ def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
         print(f"analysis: {out / 'analysis.md'} ({len(summary['runs'])} runs; "
               f"{len(summary['skipped']) + len(summary['not_ok'])} listed as not analysed)", flush=True)
     except Exception as e:  # noqa: BLE001 - the tables are written; a failed analysis must not hide them
-        log.error("analysis of %s failed: %s: %s (rerun: python -m harness.analyze %s)", root, type(e).__name__, e, out)
+        log.error("analysis of %s failed: %s: %s (rerun: python -m harness.analysis %s)", root, type(e).__name__, e, out)
 
 
 _HYDRA_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
@@ -308,7 +309,7 @@ def run_experiment(cfg: DictConfig) -> int:
     Returns:
         The number of runs that failed (their records say why; the tables mark them FAILED).
     """
-    runs = plan(cfg)
+    runs = list_runs(cfg)
     if not runs:
         raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")
     todo = selected(runs, cfg.get("run_index"))
@@ -323,11 +324,11 @@ def run_experiment(cfg: DictConfig) -> int:
         except (ConfigError, InstantiationException) as e:
             raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
     if cfg.get("dry_run"):
-        print_plan(cfg, runs)
+        print_runs(cfg, runs)
         return 0
     root = experiment_root(cfg)
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
-    if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/distributed.py)
+    if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/core/distributed.py)
         write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
     failed = []
     for r in todo:
@@ -357,7 +358,7 @@ def run_experiment(cfg: DictConfig) -> int:
     waiting = unfinished(root, runs) if cfg.get("run_index") is not None else 0
     if waiting:  # one job of a fan-out: analysing every finished run in every job would be quadratic
         print(f"analysis: left to the experiment's last job ({waiting} of {len(runs)} runs not finished); "
-              f"now: python -m harness.analyze {out}", flush=True)
+              f"now: python -m harness.analysis {out}", flush=True)
     else:
         analyse_experiment(root, out, cfg)
     for r, why in failed:

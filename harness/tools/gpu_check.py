@@ -10,9 +10,9 @@ and the peak GPU memory of each. Each measurement runs in its own process (memor
 Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in fp32, is the strict check),
 2 when a measurement failed.
 
-    python -m harness.gpu_check                                   # every shape (long: budget ~1 h on one H200)
-    python -m harness.gpu_check --shapes qwen2.5-0.5b,qwen2.5-7b --sections gen,es-hf,es-vllm
-    python -m harness.gpu_check --smoke                           # CPU: tiny versions of the shapes, code path only
+    python -m harness.tools.gpu_check                                   # every shape (long: budget ~1 h on one H200)
+    python -m harness.tools.gpu_check --shapes qwen2.5-0.5b,qwen2.5-7b --sections gen,es-hf,es-vllm
+    python -m harness.tools.gpu_check --smoke                           # CPU: tiny versions of the shapes, code path only
 
 --smoke runs every section on CPU (what a CPU cannot cover is printed with the results; SMOKE_NOT_COVERED);
 the vLLM CI venv runs it on the first shape (tests/test_gpu_check.py), so a section that breaks fails CI.
@@ -38,7 +38,9 @@ from pathlib import Path
 
 import torch
 
-SHAPES_DIR = Path(__file__).parent / "shapes"
+from harness.core import paths
+
+SHAPES_DIR = paths.SHAPES_DIR
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
 SECTIONS = ("gen", "es-hf", "es-vllm", "grpo", "epg")
 TAG = "GPU_CHECK_RESULT "
@@ -59,7 +61,7 @@ def build_model(shape: str, out: Path, dtype: str, smoke: bool) -> Path:
     """A random-weight HF folder of `shape` (config + safetensors + the harness char tokenizer)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from harness.chartok import build_char_tokenizer
+    from harness.core.chartok import build_char_tokenizer
     cfg = json.loads((SHAPES_DIR / f"{shape}.json").read_text())
     if smoke:  # same architecture and vocabulary, tiny body
         # (a rope scaling's original context must stay below max_position_embeddings: Llama 3.1's is 8192)
@@ -128,7 +130,7 @@ def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, s
 def measure(job: dict) -> dict:
     """Run one (shape, section) job; returns its figures (and peak GPU memory)."""
     from harness.engines import EngineConfig, make_engine
-    from harness.policy import load_policy
+    from harness.core.policy import load_policy
     from methods.es_vllm import EXTENSION
     from methods.es_workers import policy_shell
     from tasks.countdown import Countdown
@@ -183,8 +185,8 @@ def _device_memory() -> dict:
 
 def grpo_step(job: dict, prompts: list[str]) -> dict:
     """GRPO optimizer steps with TRL generating on a colocated vLLM: `method=grpo engine=vllm` as a run builds it."""
-    from harness.budget import Ledger
-    from harness.policy import load_policy
+    from harness.core.budget import Ledger
+    from harness.core.policy import load_policy
     from methods import grpo
     from tasks.countdown import Countdown
 
@@ -217,7 +219,7 @@ def grpo_step(job: dict, prompts: list[str]) -> dict:
 
 def engines_per_gpu(job: dict) -> dict:
     """ES iterations with K = engines_per_gpu Ray workers sharing one GPU (the second iteration timed)."""
-    from harness.budget import Ledger
+    from harness.core.budget import Ledger
     from methods.es import ES
     from methods.es_workers import policy_shell
     from tasks.countdown import Countdown
@@ -264,7 +266,7 @@ def child_error(output: str, keep: int = 15) -> dict:
 def run_child(job: dict, timeout: int) -> dict:
     a = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-m", "harness.gpu_check", "--one", json.dumps(job)], text=True,
+        p = subprocess.run([sys.executable, "-m", "harness.tools.gpu_check", "--one", json.dumps(job)], text=True,
                            capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout}s"}

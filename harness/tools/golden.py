@@ -1,8 +1,8 @@
 """The quickstart, shortened, against committed golden numbers: does this host reproduce results/?
 
-    python -m harness.golden check            # run it (a few minutes) and compare with tests/data/golden_quickstart.json
-    python -m harness.golden write            # run it and (re)write the golden file (after a change on purpose)
-    python -m harness.golden compare A B      # compare two golden files (e.g. made on two hosts or ISAs)
+    python -m harness.tools.golden check            # run it (a few minutes) and compare with tests/data/golden_quickstart.json
+    python -m harness.tools.golden write            # run it and (re)write the golden file (after a change on purpose)
+    python -m harness.tools.golden compare A B      # compare two golden files (e.g. made on two hosts or ISAs)
 
 It runs `experiment=quickstart` exactly as `python -m harness` does (same model, cells, grids, seeds,
 selection on validation) with a budget of a few steps per method and a smaller evaluation, and keeps,
@@ -29,7 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.core import paths
+
+ROOT = paths.ROOT
 GOLDEN = ROOT / "tests" / "data" / "golden_quickstart.json"
 # A few steps of each method on zoo-1m: 3 ES iterations, 13 GRPO steps, 3 PPO updates.
 OVERRIDES = [
@@ -58,7 +60,7 @@ def run(workdir: Path) -> Path:
 
 def collect(root: Path) -> dict:
     """The golden numbers of every record under root, keyed by run label, plus the host they came from."""
-    from harness.records import read_records
+    from harness.core.records import read_records
 
     records, _ = read_records(root)
     if not records:
@@ -117,7 +119,7 @@ def differences(a: dict, b: dict) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.golden", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.golden", description=__doc__.split("\n")[0])
     ap.add_argument("action", choices=["check", "write", "compare"])
     ap.add_argument("files", nargs="*", help="compare: two golden files")
     ap.add_argument("--out", type=Path, help="write: where (default tests/data/golden_quickstart.json)")
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="esbench-golden-") as tmp:
         got = collect(run(Path(tmp)))
     if a.action == "write":
-        from harness.atomic import write_json_atomic
+        from harness.core.atomic import write_json_atomic
 
         out = a.out or GOLDEN
         write_json_atomic(out, got)

@@ -1,11 +1,11 @@
 """The same GRPO steps in 1 process and in 2 CPU processes (torchrun, gloo): FLOPs charged, steps and wall time.
 
-    python -m harness.bench_ddp                       # zoo-100k, tiny budget, writes under /tmp
-    python -m harness.bench_ddp --model zoo-1m --flops 2e10
+    python -m harness.tools.bench_ddp                       # zoo-100k, tiny budget, writes under /tmp
+    python -m harness.tools.bench_ddp --model zoo-1m --flops 2e10
 
 Both runs use the same global batch (prompts_per_step x num_generations, split over the ranks in
 the 2-process run) and completions cut at `--tokens` new tokens, so the charged FLOPs are equal
-only if the ledger counts every rank's tokens (harness/distributed.py gather_lists). The 2-process
+only if the ledger counts every rank's tokens (harness/core/distributed.py gather_lists). The 2-process
 launch is `torchrun --nproc-per-node 2 -m harness ...` (accelerate's own MULTI_CPU launcher needs
 mpirun; conf/accelerate/cpu2.yaml). Wall time is the record's training time (setup and
 evaluation excluded) and the whole command's.

@@ -6,9 +6,9 @@ program (solution + setup + asserts) with a plain `python -I -S -B` subprocess. 
 the difference; it is what isolation adds on top of starting Python, per program and per test.
 Timing assertions do not belong in unit tests on a shared machine, so speed is measured here.
 
-    python -m harness.bench_sandbox --n 50
-    python -m harness.bench_sandbox --references   # every row's reference solution, judged
-    python -m harness.bench_sandbox --attacks      # the memory and data attacks of issue 20
+    python -m harness.tools.bench_sandbox --n 50
+    python -m harness.tools.bench_sandbox --references   # every row's reference solution, judged
+    python -m harness.tools.bench_sandbox --attacks      # the memory and data attacks of issue 20
 
 `--references` scores the reference solution of every MBPP row (all splits and the few-shot rows)
 and reports how many tests are judged outside the sandbox (value compared in the harness) vs
@@ -34,7 +34,9 @@ from pathlib import Path
 from tasks import sandbox
 from tasks.mbpp import MBPP
 
-HOSTILE = Path(__file__).resolve().parent.parent / "tests" / "hostile"
+from harness.core import paths
+
+HOSTILE = paths.ROOT / "tests" / "hostile"
 
 
 def _rows(task: MBPP, n: int) -> list[dict]:

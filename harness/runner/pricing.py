@@ -2,7 +2,7 @@
 
     python -m harness experiment=qiu2025_table1 +plan=true                      # H100, MFU 0.35
     python -m harness experiment=qiu2025_table1 +plan.gpu=a100 +plan.mfu=0.4
-    python -m harness experiment=sigma_sweep +plan.measured=gpu_check.json      # throughput measured by harness.gpu_check
+    python -m harness experiment=sigma_sweep +plan.measured=gpu_check.json      # throughput measured by harness.tools.gpu_check
 
 Per run: the FLOPs budget the ledger will spend (budget.flops; a samples budget is priced as that
 many completions of plan.prompt_tokens + task.max_new_tokens), GPU-hours = FLOPs / (peak dense
@@ -21,7 +21,7 @@ GPU's memory. GPUs needed = the smallest count whose FSDP shards (states and KV 
 
 Stated assumptions: peak dense bf16 FLOP/s H100 SXM 989e12, H200 989e12, A100 312e12; MFU 0.35
 (generation-heavy work: decoding is memory-bound, so utilisation stays well below training's ~0.5).
-Model shapes come from harness/shapes/ and the zoo (harness/model_shapes.py), so no network.
+Model shapes come from harness/shapes/ and the zoo (harness/core/model_shapes.py), so no network.
 """
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ from pathlib import Path
 from hydra import compose
 from omegaconf import DictConfig, OmegaConf
 
-from harness.experiment import ExperimentError, _cli, plan as planned_runs
-from harness.flops import body_params, generation_flops, head_params
-from harness.model_shapes import ShapeError, load_shape, shape_name
+from harness.core.errors import UserError
+from harness.runner.experiment import ExperimentError, _cli, list_runs
+from harness.core.flops import body_params, generation_flops, head_params
+from harness.core.model_shapes import ShapeError, load_shape, shape_name
 
 GPUS = {"h100": (989e12, 80.0), "h200": (989e12, 141.0), "a100": (312e12, 80.0)}  # peak bf16 FLOP/s, GB
 DEFAULTS = {"gpu": "h100", "mfu": 0.35, "gpus": 8, "prompt_tokens": 150, "eval_batch": 64, "headroom": 0.9,
@@ -44,7 +45,7 @@ GB = 1e9
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-class PlanError(ValueError):
+class PricingError(UserError, ValueError):
     """The plan cannot be priced (unknown GPU, unreadable model config); the message names the fix."""
 
 
@@ -70,13 +71,13 @@ def options(cfg: DictConfig) -> dict:
     given = OmegaConf.to_container(raw) if isinstance(raw, DictConfig) else {}
     bad = sorted(set(given) - set(DEFAULTS))
     if bad:
-        raise PlanError(f"plan.{bad[0]} is unknown; plan keys: {', '.join(sorted(DEFAULTS))}")
+        raise PricingError(f"plan.{bad[0]} is unknown; plan keys: {', '.join(sorted(DEFAULTS))}")
     opts = {**DEFAULTS, **given}
     if opts["gpu"] not in GPUS:
-        raise PlanError(f"plan.gpu={opts['gpu']!r} is unknown; use one of {', '.join(GPUS)} (peak dense bf16 FLOP/s "
+        raise PricingError(f"plan.gpu={opts['gpu']!r} is unknown; use one of {', '.join(GPUS)} (peak dense bf16 FLOP/s "
                         "989e12, 989e12, 312e12)")
     if not 0 < float(opts["mfu"]) <= 1:
-        raise PlanError(f"plan.mfu={opts['mfu']} must be in (0, 1], e.g. plan.mfu=0.35")
+        raise PricingError(f"plan.mfu={opts['mfu']} must be in (0, 1], e.g. plan.mfu=0.35")
     return opts
 
 
@@ -96,7 +97,7 @@ def lora_param_count(shape, rank: int, targets=LORA_TARGETS) -> int:
             "gate_proj": (d, i), "up_proj": (d, i), "down_proj": (i, d)}
     unknown = [t for t in targets if t not in dims]
     if unknown:
-        raise PlanError(f"LoRA target module {unknown[0]!r} is not a Qwen2/Llama projection; use {', '.join(dims)}")
+        raise PricingError(f"LoRA target module {unknown[0]!r} is not a Qwen2/Llama projection; use {', '.join(dims)}")
     return shape.num_hidden_layers * sum(rank * sum(dims[t]) for t in targets)
 
 
@@ -149,8 +150,8 @@ def flops_per_second(opts: dict, model: str, shape, prompt: int, completion: int
         try:
             shapes = json.loads(path.read_text())["shapes"]
         except (OSError, ValueError, KeyError):
-            raise PlanError(f"plan.measured={path} is not a harness.gpu_check --out JSON; rerun "
-                            "python -m harness.gpu_check --out FILE or drop plan.measured") from None
+            raise PricingError(f"plan.measured={path} is not a harness.tools.gpu_check --out JSON; rerun "
+                            "python -m harness.tools.gpu_check --out FILE or drop plan.measured") from None
         gen = (shapes.get(shape_name(model)) or {}).get("gen") or {}
         if gen.get("tokens_per_s"):
             return gen["tokens_per_s"] * generation_flops(shape, [prompt], [completion]) / completion
@@ -160,7 +161,7 @@ def flops_per_second(opts: dict, model: str, shape, prompt: int, completion: int
 def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
     """The options and one RunCost per planned run (each run's config composed as the experiment would)."""
     opts = options(cfg)
-    runs = planned_runs(cfg)
+    runs = list_runs(cfg)
     if not runs:
         raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")
     cli = [o for o in _cli(cfg) if not o.lstrip("+~").startswith("plan")]
@@ -171,7 +172,7 @@ def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
         try:
             shape = load_shape(name)
         except ShapeError as e:
-            raise PlanError(str(e)) from None
+            raise PricingError(str(e)) from None
         prompt, completion = int(opts["prompt_tokens"]), int(child.task.max_new_tokens)
         trains = r.method not in (None, "base")
         if not trains:
@@ -217,5 +218,5 @@ def report(opts: dict, costs: list[RunCost]) -> str:
     return "\n".join(lines)
 
 
-def print_plan(cfg: DictConfig) -> None:
+def print_prices(cfg: DictConfig) -> None:
     print(report(*price(cfg)))

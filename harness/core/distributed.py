@@ -5,8 +5,8 @@
 
 Every rank runs the same Hydra command; TRL's trainers pick the process group up from the
 environment the launcher sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT). Only rank 0 writes
-records, manifests, tables and logs (the guards in harness/run.py, harness/experiment.py and
-harness/cli.py ask `is_main_process()`), and every rank must write into the same run directory, so
+records, manifests, tables and logs (the guards in harness/runner/run.py, harness/runner/experiment.py and
+harness/runner/cli.py ask `is_main_process()`), and every rank must write into the same run directory, so
 before Hydra composes anything `launch_argv` gives all ranks one stamp (see `shared_stamp`).
 Read from the environment, not torch.distributed, because the stamp is needed before any process
 group exists (accelerate creates it inside the trainer).
@@ -21,8 +21,10 @@ from pathlib import Path
 
 import torch
 
+from harness.core.errors import UserError
 
-class DistributedError(ValueError):
+
+class DistributedError(UserError, ValueError):
     """A multi-process launch that cannot work (no shared stamp, more processes than GPUs, ...)."""
 
 

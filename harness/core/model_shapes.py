@@ -13,7 +13,7 @@ Experiment files price their FLOPs budgets from it through the OmegaConf resolve
       flops: ${esbench.generation_budget:${model.name_or_path},3e6,150,300}
 
 = completions x generation_flops(one prompt of that many tokens + one completion of that many) on
-the run's model (harness/flops.py): the ES paper's protocol, computed, never hand-copied, so two
+the run's model (harness/core/flops.py): the ES paper's protocol, computed, never hand-copied, so two
 experiment files cannot drift apart and a change to the cost model reprices every budget.
 """
 from __future__ import annotations
@@ -25,16 +25,17 @@ from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
-from harness.flops import generation_flops
+from harness.core import paths
+from harness.core.errors import UserError
+from harness.core.flops import generation_flops
 
 if TYPE_CHECKING:  # transformers loads on first use: `import harness` (every command) stays fast
     from transformers import PretrainedConfig
 
-SHAPES_DIR = Path(__file__).parent / "shapes"
-ZOO_DIR = Path(__file__).parent / "checkpoints"
+SHAPES_DIR, ZOO_DIR = paths.SHAPES_DIR, paths.ZOO_DIR
 
 
-class ShapeError(ValueError):
+class ShapeError(UserError, ValueError):
     """No config for a model could be found offline; the message names the file to add."""
 
 

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
-from harness.atomic import write_json_atomic
+from harness.core import paths
+from harness.core.atomic import write_json_atomic
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)
@@ -78,7 +79,7 @@ def git_sha() -> str:
     Read once per process: the code a process runs is the code it imported when it started, so every
     record of a long experiment names that, not whatever was committed while it ran.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = paths.ROOT
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()

@@ -1,6 +1,6 @@
 """What happens to a training step once the ledger has charged it: `StepStats` and the listeners.
 
-Every method calls `ledger.step(...)` (harness/budget.py) once per step; the ledger hands the
+Every method calls `ledger.step(...)` (harness/core/budget.py) once per step; the ledger hands the
 resulting `StepStats` to each listener, `listener(ledger, stats)`. Listeners may also define
 `restored(ledger)` (a checkpoint was loaded: history is back to an earlier step) and
 `close(ledger)` (training is over).
@@ -19,18 +19,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import time
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
 
-from harness.atomic import write_text_atomic
-from harness.budget import BudgetError, Ledger, StepStats  # noqa: F401 - StepStats re-exported for listeners
-from harness.schema import ConfigError
+from harness.core.atomic import write_text_atomic
+from harness.core.budget import BudgetError, Ledger, StepStats  # noqa: F401 - StepStats re-exported for listeners
+from harness.core.errors import ConfigError
+from harness.core.rng import rng_preserved
 
 
 LOG_NAME = "train_log.jsonl"
@@ -225,7 +224,7 @@ class EvalEvery:
         was_training, t0 = self.model.training, time.perf_counter()
         self.model.eval()
         try:
-            with _rng_preserved():
+            with rng_preserved():
                 metrics = self.fn()
         finally:
             self.model.train(was_training)
@@ -235,31 +234,6 @@ class EvalEvery:
         if self.tracker is not None:
             self.tracker.log_eval(row)
         return row
-
-
-def rng_state() -> dict:
-    """The python, numpy, torch CPU and CUDA RNG states (evaluation and PPO checkpoints save them)."""
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-class _rng_preserved:
-    """Restore every RNG state on exit, so what runs inside draws nothing training would see."""
-
-    def __enter__(self):
-        self.state = rng_state()
-
-    def __exit__(self, *exc):
-        set_rng_state(self.state)
-        return False
 
 
 def make_ledger(budget_kind: str, limit: float | None, run_dir: Path, logger: str = "none",

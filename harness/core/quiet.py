@@ -7,7 +7,7 @@ quickstart printed 36 copies of one FutureWarning), that no setting of ours can 
   - TRL warns that PPO lives in `trl.experimental` (methods/ppo.py pins trl==1.12.0 for that reason);
   - TRL's PPOTrainer prints "===training policy===" at every train() call;
   - transformers' generate() warns that TRL's PPO passes a generation_config with extra arguments.
-Anything else still shows. Called by harness/cli.py once the config is checked, before the libraries load.
+Anything else still shows. Called by harness/runner/cli.py once the config is checked, before the libraries load.
 """
 from __future__ import annotations
 

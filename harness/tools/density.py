@@ -18,8 +18,8 @@ Reported per model and sigma: the fraction improving and harming with Wilson 95%
 intervals, and the distribution of mean(d) (mean, quantiles 5/25/50/75/95, min, max). Written to
 outputs/density/<stamp>/{density.json, density.md, density.png} (density vs sigma, one line per model).
 
-    python -m harness.density model=zoo-1m sigmas=[1e-3,3e-3,1e-2,3e-2] n=64 prompts=64
-    python -m harness.density models=[zoo-100k,zoo-1m,zoo-4m] sigmas=[1e-3,1e-2] n=32 params=norms
+    python -m harness.tools.density model=zoo-1m sigmas=[1e-3,3e-3,1e-2,3e-2] n=64 prompts=64
+    python -m harness.tools.density models=[zoo-100k,zoo-1m,zoo-4m] sigmas=[1e-3,1e-2] n=32 params=norms
     python -m pytest tests/test_density.py -q
 
 Arguments are key=value (Hydra style, as `python -m harness`): model or models, sigmas, n, prompts,
@@ -41,15 +41,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.atomic import save_figure_atomic, write_json_atomic, write_text_atomic
-from harness.policy import Policy, generate
+from harness.core import paths
+from harness.core.atomic import save_figure_atomic, write_json_atomic, write_text_atomic
+from harness.core.errors import UserError
+from harness.core.policy import Policy, generate
 from methods.es_core import noise_spec, perturb, restore
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = paths.CONF_DIR
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
-class DensityError(ValueError):
+class DensityError(UserError, ValueError):
     """Bad arguments: one line naming the key and the fix."""
 
 
@@ -215,7 +217,7 @@ def load(model: str, task_name: str, device: str):
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from harness.policy import load_policy
+    from harness.core.policy import load_policy
     if not (CONF / "task" / f"{task_name}.yaml").is_file():
         raise DensityError(f"task={task_name!r} is not in conf/task/; use one of "
                            f"{', '.join(sorted(p.stem for p in (CONF / 'task').glob('*.yaml')))}")
@@ -294,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         cfg = parse_args(argv)
-        _, out_dir = run(cfg, "python -m harness.density " + " ".join(argv))
+        _, out_dir = run(cfg, "python -m harness.tools.density " + " ".join(argv))
     except DensityError as e:
         sys.exit(f"error: {e}")
     except ValueError as e:  # the ES variants' selection errors (VariantError) and model/task errors

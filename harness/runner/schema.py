@@ -6,7 +6,7 @@ top-level key must be one config.yaml declares, a config group, or an experiment
 cell, grid and model entry has a fixed set of keys; and the values the harness itself reads (seed,
 threads, budget, seeds, axes) have their types checked. The error names the key, where it is, and
 the nearest valid one. Method, task and eval keys are checked against the signatures of their
-targets, read from source (harness/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
+targets, read from source (harness/runner/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
 at load, not in every run; `method.params` must be a named set or a regex that compiles; a
 `model=generic` needs its name_or_path. The constructors still check values when a run is composed.
 """
@@ -15,19 +15,18 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from pathlib import Path
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from harness.core.errors import ConfigError, check_keys, unknown_key
+from harness.core.paths import CONF_DIR
 
-# The config folder, absolute so `python -m harness` works from any working directory; defined here only.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-# Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/experiment.py.
+# Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
                    "paper", "paper_note", "paper_heldout", "axis_plot"}
 # Keys that steer a launch, never one run's settings: +run_index=..., +dry_run=true, +plan=true, +include=[GRID];
 # child_run: set by an experiment for its per-run processes; stamp and launcher: the records folder and how
 # runs are fanned out; hydra: Hydra's own node. This check accepts them at the top level (those config.yaml
-# does not declare), and harness/experiment.py strips them from the command line before composing each run
+# does not declare), and harness/runner/experiment.py strips them from the command line before composing each run
 # (it passes stamp on itself).
 CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "child_run", "stamp", "launcher", "hydra"})
 CELL_KEYS = {"label", "overrides", "axes", "seeded"}
@@ -42,10 +41,6 @@ ANALYSIS_TARGET = "harness.analysis.settings.AnalysisConfig"
 PARAM_NAMES = ("all", "norms", "norms+attention", "last_layer")
 
 
-class ConfigError(ValueError):
-    """A key is unknown or a value has the wrong type; the message names the key and the fix."""
-
-
 def _base_keys() -> set[str]:
     """Top-level keys config.yaml declares, plus its config groups (model, task, method, ...)."""
     base = OmegaConf.load(CONF_DIR / "config.yaml")
@@ -56,21 +51,6 @@ def _base_keys() -> set[str]:
         elif isinstance(d, (dict, DictConfig)):
             groups.update(str(k).replace("optional ", "").strip() for k in d)
     return {k for k in base if k != "defaults"} | groups
-
-
-def _unknown(key: str, where: str, valid: set[str]) -> ConfigError:
-    near = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
-    hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
-    return ConfigError(f"unknown key {key!r} in {where}{hint}")
-
-
-def check_keys(node, valid: set[str], where: str) -> None:
-    """Raise ConfigError unless `node` is a mapping whose keys are all in `valid` (naming the nearest one)."""
-    if not isinstance(node, (dict, DictConfig)):
-        raise ConfigError(f"{where} must be a mapping with keys {sorted(valid)}, got {node!r}")
-    for k in node:
-        if k not in valid:
-            raise _unknown(str(k), where, valid)
 
 
 def _is_int(v) -> bool:
@@ -123,7 +103,7 @@ def validate(cfg: DictConfig) -> None:
     valid = _base_keys() | EXPERIMENT_KEYS | CONTROL_KEYS
     for k in cfg:
         if k not in valid:
-            raise _unknown(str(k), "the config (an experiment file or a +key= override)", valid)
+            raise unknown_key(str(k), "the config (an experiment file or a +key= override)", valid)
     seed = cfg.get("seed")
     if not _is_int(seed):
         hint = "; did you mean seeds: (a list, one run per seed)?" if isinstance(seed, (list, ListConfig)) else ""
@@ -148,7 +128,7 @@ def validate(cfg: DictConfig) -> None:
     if cfg.get("axis_plot") is not None:
         check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
     if cfg.get("analysis") is not None:
-        from harness.signatures import accepted_keys  # read from source: settings.py imports this module
+        from harness.runner.signatures import accepted_keys  # read from source: settings.py imports this module
         check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
@@ -161,7 +141,7 @@ def validate(cfg: DictConfig) -> None:
 
 def _check_targets(cfg: DictConfig) -> None:
     """Every key of method, task and eval is a parameter of what it configures (read from source)."""
-    from harness.signatures import accepted_keys
+    from harness.runner.signatures import accepted_keys
 
     for group, target in (("method", None), ("task", None), ("eval", EVAL_TARGET)):
         node = cfg.get(group)
@@ -173,7 +153,7 @@ def _check_targets(cfg: DictConfig) -> None:
             continue  # cannot tell from source: the constructor checks when the run is composed
         for k in node:
             if not str(k).startswith("_") and k not in valid:
-                raise _unknown(str(k), f"{group} ({target})", set(valid))
+                raise unknown_key(str(k), f"{group} ({target})", set(valid))
 
 
 def _check_params(method) -> None:

@@ -1,18 +1,18 @@
 """The compute ledger every method charges after every step, and the one place steps are logged.
 
 `budget.kind` is "flops" (default: compute counted from the tokens really processed, see
-harness/flops.py) or "samples" (the ES paper's protocol: number of completions scored).
+harness/core/flops.py) or "samples" (the ES paper's protocol: number of completions scored).
 A method asks `ledger.exhausted` at each step boundary and stops at the first boundary at or
 past the limit, so every run overshoots by at most one step; the record stores what was spent.
 
 Every method calls `ledger.step(...)` once per step and nothing else: it charges the cost,
 appends a `StepStats` to `ledger.history` and hands it to every listener in `ledger.listeners`
-(train_log.jsonl, the progress line, TensorBoard/W&B, periodic evaluation: harness/steplog.py).
+(train_log.jsonl, the progress line, TensorBoard/W&B, periodic evaluation: harness/core/steplog.py).
 Logging in one place is what keeps the logs of ES, GRPO and PPO comparable and a resumed run's
 log free of repeated steps.
 
 Two FLOPs columns. `flops` is the charge: what the method algorithmically needs (real token
-counts, no padding, the LM head only where logits are used; harness/flops.py), and the budget is
+counts, no padding, the LM head only where logits are used; harness/core/flops.py), and the budget is
 spent in it. `executed_flops` is what ran, padding and decoding past EOS included (the same
 formulas on the padded batch shapes), recorded beside it when the method reports it: the
 executed/charged ratio says how much a method's implementation wastes. It is None for a run
@@ -24,16 +24,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from harness.core.errors import UserError
 
 
-class BudgetError(ValueError):
+
+class BudgetError(UserError, ValueError):
     """The budget cannot buy even one step; the message says how large it must be."""
 
 
 def unreachable(kind: str, limit: float, steps: int, cap: str, most_per_step: float) -> str | None:
     """One line when `steps` steps (the method's own cap, e.g. method.max_iterations) cannot spend the budget.
 
-    `most_per_step` must be an upper bound on one step's charge (harness/run.py derives it from the
+    `most_per_step` must be an upper bound on one step's charge (harness/runner/run.py derives it from the
     samples a step scores and the longest sequence the model takes), so the warning is never wrong:
     without it `budget.flops=1e30` ran silently to max_iterations and the table read as if it were spent.
     """

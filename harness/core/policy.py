@@ -1,7 +1,7 @@
 """Policy = model + tokenizer + prompt formatting, and batched generation that counts its tokens.
 
 Models load from a zoo name (harness/checkpoints/<name>), a local path, or a hub id; when the hub
-cannot be reached a hub id loads from the local cache only (harness/hub.py: one short probe), so a
+cannot be reached a hub id loads from the local cache only (harness/core/hub.py: one short probe), so a
 missing model fails in one line within seconds instead of a minute of retries. Generation is
 batched HF `generate` with left padding; it returns the texts *and* the token counts the FLOPs
 ledger charges (prompt tokens and decoded tokens up to and including EOS, per sequence).
@@ -17,15 +17,17 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
-from harness.hub import not_cached_message, offline_unless_reachable
+from harness.core import paths
+from harness.core.errors import UserError
+from harness.core.hub import not_cached_message, offline_unless_reachable
 
 log = logging.getLogger(__name__)
-ZOO_DIR = Path(__file__).parent / "checkpoints"
+ZOO_DIR = paths.ZOO_DIR
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """A model could not be found or loaded; the message says where we looked and what to do."""
 
 
@@ -138,7 +140,7 @@ class Generation:
     completion_tokens[i][j] the decoded tokens of that completion up to and including EOS, and
     completion_ids[i][j] those tokens (for scoring them under another model, e.g. KL to base).
     batches: one (rows, padded prompt width, tokens decoded) per `generate` call, the shapes that
-    really ran (harness.flops.padded_generation_flops turns them into executed FLOPs).
+    really ran (harness.core.flops.padded_generation_flops turns them into executed FLOPs).
     """
 
     texts: list[list[str]]

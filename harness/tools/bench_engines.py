@@ -8,7 +8,7 @@ iterations after the first (warm-up), median:
 - K workers (Ray, one vLLM engine each) against K=1: the speedup (goal >= 1.6x for K=2 on an idle 2-core
   machine; a busy machine shows less). Engine start-up is excluded (first iteration dropped).
 
-    python -m harness.bench_engines --model zoo-4m --population 8 --prompts 64 --iterations 3 --workers 2
+    python -m harness.tools.bench_engines --model zoo-4m --population 8 --prompts 64 --iterations 3 --workers 2
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from harness.budget import Ledger
-from harness.policy import load_policy
+from harness.core.budget import Ledger
+from harness.core.policy import load_policy
 from methods.es import ES
 from tasks.countdown import Countdown
 

@@ -12,8 +12,8 @@ guard, to time its limit) on a worker thread (where rewards are computed) and on
 each in its own process cut off after --deadline seconds, and prints the result and the time
 ("HUNG" when cut off).
 
-    python -m harness.bench_graders
-    python -m harness.bench_graders --attacks
+    python -m harness.tools.bench_graders
+    python -m harness.tools.bench_graders --attacks
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
+from harness.core import paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 ATTACKS = [r"\boxed{(10^{9999})^{9999}}", r"\boxed{((10^{999})^{999})^{999}}",
            r"\boxed{10^{9999\cdot 9999}}", r"\boxed{(10^{9})!}",
            r"\boxed{" + "(" * 450 + "1" + ")" * 450 + "}",
