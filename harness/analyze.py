@@ -1,8 +1,5 @@
-"""Deprecated alias, kept for one release: `python -m harness.analyze` is now `python -m harness.analysis`."""
-import sys
-
-from harness.analysis.__main__ import main
+"""Deprecated alias: `python -m harness.analyze` is `python -m harness.analysis` (harness/aliases.py)."""
+from harness.aliases import forward
 
 if __name__ == "__main__":
-    print("esbench: `python -m harness.analyze` is now `python -m harness.analysis`", file=sys.stderr)
-    sys.exit(main())
+    forward("harness.analysis", "harness.analyze")

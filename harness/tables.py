@@ -1,8 +1,5 @@
-"""Deprecated alias, kept for one release: `python -m harness.tables` is now `python -m harness.reporting`."""
-import sys
-
-from harness.reporting.__main__ import main
+"""Deprecated alias: `python -m harness.tables` is `python -m harness.reporting` (harness/aliases.py)."""
+from harness.aliases import forward
 
 if __name__ == "__main__":
-    print("esbench: `python -m harness.tables` is now `python -m harness.reporting`", file=sys.stderr)
-    sys.exit(main())
+    forward("harness.reporting", "harness.tables")

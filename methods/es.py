@@ -82,10 +82,10 @@ class ESConfig:
     generation_batch_size: int = field(default=200, metadata={"help": "sequences per generate() call"})
     checkpoint_every: int = field(default=50, metadata={"help": "iterations between checkpoints (and at the end); "
                                                         "0 = only at the end"})
-    # scale-out (methods/es_population.py): where members are scored; the result does not depend on it
-    engine: dict | str | None = field(default=None, metadata={"help": "conf/engine: hf (in place) or vllm"})
-    workers: int = field(default=1, metadata={"help": "ES workers, one engine each (Ray actors when > 1)"})
-    use_ray: bool | None = field(default=None, metadata={"help": "null: Ray iff workers > 1"})
+    # scale-out (methods/es_workers.py): where members are scored; the result does not depend on it
+    engine: dict | str | None = field(default=None, metadata={
+        "help": "conf/engine: hf (in place) or vllm, and engine.workers: ES workers, one engine each"})
+    use_ray: bool | None = field(default=None, metadata={"help": "null: Ray iff engine.workers > 1"})
     ray_address: str | None = field(default=None, metadata={"help": "null: a local Ray; host:6379 joins a cluster"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads of each worker"})
     # variants (defaults: the paper's ES)
@@ -120,6 +120,11 @@ class ESConfig:
         if self.checkpoint_every < 0:
             raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be >= 0 (0 = only at the end)")
 
+    @property
+    def workers(self) -> int:
+        """ES workers: `engine.workers` (the one place it is set)."""
+        return int(self.engine.get("workers", 1))
+
     def _check_variants(self) -> None:
         if hasattr(self.lora, "_metadata"):  # a Hydra node: plain (JSON for checkpoints)
             from omegaconf import OmegaConf
@@ -137,8 +142,8 @@ class ESConfig:
         if self.peft not in (None, "lora"):
             raise VariantError(f"method.peft={self.peft!r} is unknown; use null or lora")
         if self.peft and wants_population(self.engine, self.workers, self.use_ray):
-            raise VariantError("method.peft=lora runs only in place (engine=hf, workers=1); "
-                               "set engine=hf method.workers=1 or drop method.peft")
+            raise VariantError("method.peft=lora runs only in place (engine=hf, engine.workers=1); "
+                               "set engine=hf engine.workers=1 or drop method.peft")
         if self.peft and not (int(self.lora["r"]) >= 1 and float(self.lora["alpha"]) > 0):
             raise VariantError(f"method.lora={self.lora}: r must be >= 1 and alpha > 0")
 
@@ -185,11 +190,11 @@ class ES(ConfiguredMethod):
     def _check_workers(self) -> None:
         c = self.config
         if c.workers < 1:
-            raise ValueError(f"method.workers={c.workers} must be >= 1")
+            raise ValueError(f"engine.workers={c.workers} must be >= 1")
         if c.workers > 1 and not self.use_ray:
-            raise ValueError(f"method.workers={c.workers} needs Ray (method.use_ray=true or null)")
+            raise ValueError(f"engine.workers={c.workers} needs Ray (method.use_ray=true or null)")
         if c.workers > c.population:
-            raise ValueError(f"method.workers={c.workers} exceeds method.population={c.population}; "
+            raise ValueError(f"engine.workers={c.workers} exceeds method.population={c.population}; "
                              "some workers would have no member to score")
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:

@@ -9,7 +9,7 @@ guarantees carry over unchanged: the master, checkpoints and resume hold the ada
 antithetic, normalize) apply to them. The adapter is initialised from the method's seed, so a run
 is a pure function of its config. At the end (or on any error) the adapters are merged into the
 base weights and unloaded, so `policy.model` is a plain model again and evaluation sees the trained
-adapter. In place only (engine=hf, workers=1): ESConfig refuses the rest in one line.
+adapter. In place only (engine=hf, engine.workers=1): ESConfig refuses the rest in one line.
 
 FLOPs are charged as for the base model (the adapter's extra matmuls, r/hidden of a layer's, are
 not counted).

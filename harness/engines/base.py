@@ -40,6 +40,9 @@ class EngineConfig:
         max_num_seqs: vLLM's max sequences per scheduler step (the ES batch should fit in one).
         prefix_caching: vLLM automatic prefix caching; ES resets it after every weight change.
         extra: more vllm.LLM keyword arguments, passed as is.
+        workers: ES workers, one engine each (Ray actors when > 1; methods/es.py reads it). It sits with
+            the run's other placement settings, so one `engine.workers=8` reaches an experiment's ES runs
+            without touching methods that have no workers.
     """
 
     name: str = "hf"
@@ -51,10 +54,13 @@ class EngineConfig:
     max_num_seqs: int = 256
     prefix_caching: bool = False
     extra: dict = field(default_factory=dict)  # passed to vllm.LLM as is
+    workers: int = 1
 
     def __post_init__(self):
         if self.name not in ENGINES:
             raise EngineError(f"engine={self.name!r} is unknown; use one of {', '.join(ENGINES)}")
+        if not (isinstance(self.workers, int) and self.workers >= 1):
+            raise EngineError(f"engine.workers={self.workers} must be an int >= 1")
         if self.engines_per_gpu not in (1, 2, 4):
             raise EngineError(f"engine.engines_per_gpu={self.engines_per_gpu} must be 1, 2 or 4")
 

@@ -35,7 +35,7 @@ def run(model: str, engine: str, workers: int, population: int, prompts: int, it
     policy = load_policy(model, "float32", device="cpu")
     task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
     es = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
-            generation_batch_size=prompts, checkpoint_every=0, engine=engine, workers=workers)
+            generation_batch_size=prompts, checkpoint_every=0, engine={"name": engine, "workers": workers})
     with tempfile.TemporaryDirectory() as d:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
         es.train(policy, task, ledger, Path(d))

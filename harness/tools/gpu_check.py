@@ -5,7 +5,7 @@ Builds random-weight models from the real shapes in harness/shapes/ (no download
   es-hf    one ES iteration on the HF engine: time split (generate, perturb+restore, reward, update)
   es-vllm  the same iteration on vLLM, same member seeds; member rewards compared with es-hf
   grpo     two GRPO steps with TRL's vLLM colocate mode (method=grpo engine=vllm, as methods/grpo.py builds it)
-  epg      K = engine.engines_per_gpu = method.workers = 1, 2, 4: K ES workers (Ray actors, one vLLM engine each), one GPU
+  epg      K = engine.engines_per_gpu = engine.workers = 1, 2, 4: K ES workers (Ray actors, one vLLM engine each), one GPU
 and the peak GPU memory of each. Each measurement runs in its own process (memory is released between them).
 Exit status 1 when vLLM and HF disagree on member rewards (the first shape, in fp32, is the strict check),
 2 when a measurement failed.
@@ -230,9 +230,9 @@ def engines_per_gpu(job: dict) -> dict:
                            "system_prompt": None})
     task = Countdown(source="zoo", template="compact", max_new_tokens=job["new_tokens"])
     pop = max(job["population"], k)
-    engine = {"name": "vllm", **job["engine"], "engines_per_gpu": k}
+    engine = {"name": "vllm", **job["engine"], "engines_per_gpu": k, "workers": k}
     es = ES(population=pop, prompts_per_iteration=job["prompts"], sigma=job["sigma"], alpha=job["sigma"] / 2,
-            generation_batch_size=job["prompts"], checkpoint_every=0, engine=engine, workers=k, use_ray=True, threads=1)
+            generation_batch_size=job["prompts"], checkpoint_every=0, engine=engine, use_ray=True, threads=1)
     ledger = Ledger(limit=2 * pop * job["prompts"], kind="samples")
     with tempfile.TemporaryDirectory() as d:
         es.train(policy, task, ledger, Path(d))
