@@ -79,3 +79,14 @@ def test_zoo_model_evaluates_end_to_end_on_every_task(policy, name):
     for metric in ("greedy_acc", "pass@1", "pass@2", "maj@2", "mean_reward"):
         assert res.metrics[metric]["n"] == min(4, len(build_task(name).load("test")))
     assert 0 <= res.metrics["pass@1"]["mean"] <= res.metrics["pass@2"]["mean"] <= 1
+
+
+def test_held_out_task_overrides_and_unknown_names():
+    """eval.task_overrides sets a held-out task's settings on top of its YAML (e.g. {gpqa: {source: hub}})."""
+    assert build_task("countdown", {"n_eval": 7}).n_eval == 7
+    assert build_task("countdown").n_eval != 7
+    with pytest.raises(TaskDataError, match="unknown task 'nosuch'.*choose from: .*countdown"):
+        build_task("nosuch")
+    from harness.evaluation.evaluate import EvalConfigError
+    with pytest.raises(EvalConfigError, match="must map a task name to its settings"):
+        EvalConfig(task_overrides={"gpqa": "hub"})

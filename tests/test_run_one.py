@@ -75,6 +75,15 @@ def test_es_run_trains_charges_and_records(compose, tmp_path):
     moved = [n for n, p in base.named_parameters() if not torch.equal(final[n], p.detach())]
     assert moved, "ES changed no weight in two iterations"
     assert rec.entropy  # the token-entropy listener ran during training
+    assert {(r["task"], r["split"]) for r in rec.entropy} == {("countdown", "validation")}  # never test
+
+
+def test_entropy_on_a_held_out_task(compose, tmp_path):
+    """analysis.entropy_task: the entropy rows come from that task's test prompts (NOTE-076: GPQA during GSM8K)."""
+    rec = run(compose, tmp_path, *ES, "analysis.entropy_task=countdown4")
+    assert rec.status == "ok" and rec.entropy
+    assert {(r["task"], r["split"]) for r in rec.entropy} == {("countdown", "test")}
+    assert all(r["entropy_tokens"] > 0 for r in rec.entropy)
 
 
 def test_base_run_evaluates_and_records(compose, tmp_path):

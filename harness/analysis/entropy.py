@@ -4,8 +4,9 @@ For each sampled completion token t, H_t = -sum_v p(v | prefix) log p(v | prefix
 whole next-token distribution at temperature T (exact, not a one-sample estimate), averaged over all
 completion tokens of all samples. The paper reports token entropy falling under GRPO and moving
 little under ES. Measured by an `EvalEvery` listener (harness/core/steplog.py) on the first
-`entropy_prompts` validation prompts with a fixed sampling seed, against FLOPs; recorded in
-record.entropy, never charged.
+`entropy_prompts` validation prompts of the training task (or, with `analysis.entropy_task=gpqa`,
+the first test prompts of that held-out task, as NOTE-076 measured it during GSM8K training) with a
+fixed sampling seed, against FLOPs; recorded in record.entropy (each row names its task), never charged.
 """
 from __future__ import annotations
 
@@ -51,11 +52,13 @@ def sample_entropy(policy: Policy, prompts: list[str], n: int, max_new_tokens: i
     return {"entropy": sum(ents) / len(ents), "entropy_tokens": len(ents)}
 
 
-def entropy_fn(policy: Policy, task, n_prompts: int, n_samples: int, temperature: float = 1.0):
-    """The listener's callback: entropy on the first `n_prompts` validation prompts (a fixed set)."""
-    rows = task.load("validation")
+def entropy_fn(policy: Policy, task, n_prompts: int, n_samples: int, temperature: float = 1.0,
+               split: str = "validation"):
+    """The listener's callback: entropy on the first `n_prompts` prompts of `split` (a fixed set)."""
+    rows = task.load(split)
     prompts = rows.select(range(min(n_prompts, len(rows))))["prompt"]
 
     def fn() -> dict:
-        return sample_entropy(policy, prompts, n_samples, task.max_new_tokens, temperature)
+        return {**sample_entropy(policy, prompts, n_samples, task.max_new_tokens, temperature),
+                "task": task.name, "split": split}
     return fn

@@ -23,6 +23,7 @@ class AnalysisConfig:
     entropy_every_flops_fraction: float | None = 0.1
     entropy_prompts: int = 32
     entropy_samples: int = 2
+    entropy_task: str | None = None
     sparsity_prompts: int = 100
     sparsity_samples: int = 4
     sparsity_multiples: list[float] = field(default_factory=lambda: [1, 2, 4, 8, 16, 64])
@@ -39,6 +40,9 @@ class AnalysisConfig:
             v = getattr(self, k)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
                 raise ConfigError(f"analysis.{k}={v!r} must be an int >= 0")
+        if self.entropy_task is not None and not (isinstance(self.entropy_task, str) and self.entropy_task):
+            raise ConfigError(f"analysis.entropy_task={self.entropy_task!r} must be a conf/task name (e.g. gpqa) "
+                              "or null (the training task)")
         if not 0 < self.top_fraction <= 1:
             raise ConfigError(f"analysis.top_fraction={self.top_fraction!r} must be in (0, 1], e.g. 0.001")
         if not all(isinstance(m, (int, float)) and m > 0 for m in self.sparsity_multiples):

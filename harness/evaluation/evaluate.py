@@ -9,6 +9,8 @@ prompts with a bootstrap 95% CI over prompts.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import functools
 import logging
 import time
@@ -50,6 +52,8 @@ class EvalConfig:
             untrained model on the sampled completions (harness/evaluation/kl.py).
         tasks: held-out tasks (conf/task option names) also evaluated on their test split after
             training, so forgetting is measured, not inferred.
+        task_overrides: settings of a held-out task (or of analysis.entropy_task) that differ from its
+            YAML, by task name, e.g. {gpqa: {source: hub}} to read GPQA from the hub instead of its fixture.
         validation_greedy_only: on the validation split (used only to select RL configurations
             by greedy accuracy), skip the sampled completions to save time.
         every_flops_fraction: learning curves: evaluate validation greedy accuracy each time training
@@ -74,6 +78,7 @@ class EvalConfig:
     validation_greedy_only: bool = True
     kl_to_base: bool = False
     tasks: list[str] = field(default_factory=list)
+    task_overrides: dict = field(default_factory=dict)
     every_flops_fraction: float | None = None
     curve_prompts: int = 100
 
@@ -97,6 +102,10 @@ class EvalConfig:
         if f is not None and not (isinstance(f, (int, float)) and 0 < f <= 1):
             raise EvalConfigError(f"eval.every_flops_fraction={f!r} must be in (0, 1], e.g. 0.1 (ten curve points); "
                                   "null turns learning curves off")
+        if not isinstance(self.task_overrides, Mapping) or not all(
+                isinstance(v, Mapping) for v in self.task_overrides.values()):
+            raise EvalConfigError(f"eval.task_overrides={self.task_overrides!r} must map a task name to its settings, "
+                                  "e.g. {gpqa: {source: hub}}")
         if self.n_samples < 0 or (self.n_samples == 0 and not self.greedy):
             raise EvalConfigError(f"eval.n_samples={self.n_samples} with eval.greedy={self.greedy} evaluates nothing; "
                                   "set eval.greedy=true or eval.n_samples>=1")

@@ -83,7 +83,8 @@ def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
     return {"eval_fn": fn, "eval_every_fraction": eval_cfg.every_flops_fraction, "model": policy.model}
 
 
-def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: list) -> None:
+def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: list,
+                  task_overrides: dict | None = None) -> None:
     """Add the token-entropy listener (harness/analysis/entropy.py) writing into `rows` (record.entropy).
 
     Off, like learning curves, when the method's weights are not in the driver while it trains.
@@ -93,7 +94,11 @@ def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: 
     if not getattr(method, "weights_in_driver", True):
         log.warning("analysis.entropy_every_flops_fraction is ignored: %s trains on engine workers", method.name)
         return
-    fn = entropy_fn(policy, task, analysis.entropy_prompts, analysis.entropy_samples)
+    if analysis.entropy_task:  # a held-out task (NOTE-076: GPQA during GSM8K training): its test prompts
+        held_out = build_task(analysis.entropy_task, (task_overrides or {}).get(analysis.entropy_task))
+        fn = entropy_fn(policy, held_out, analysis.entropy_prompts, analysis.entropy_samples, split="test")
+    else:  # the training task: validation prompts, never test
+        fn = entropy_fn(policy, task, analysis.entropy_prompts, analysis.entropy_samples)
     ledger.listeners.append(EvalEvery(analysis.entropy_every_flops_fraction, fn, policy.model, rows=rows))
 
 
@@ -143,7 +148,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             record.update = {"base_sha256": base_hash(policy.model), "path": None}
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
                              **curve_evaluation(eval_cfg, policy, task, method))
-        track_entropy(ledger, analysis, policy, task, method, record.entropy)
+        track_entropy(ledger, analysis, policy, task, method, record.entropy, eval_cfg.task_overrides)
         if not is_main_process():  # rl: ranks > 0 train (same ledger totals) but log, evaluate and write nothing
             ledger.listeners = []
         record.train = method.train(policy, task, ledger, run_dir) or {}
@@ -168,7 +173,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
         for name in eval_cfg.tasks if is_main_process() else []:  # forgetting: the trained policy on other tasks' test splits
-            res = evaluate(policy, build_task(name), "test", eval_cfg, reference, engine)
+            res = evaluate(policy, build_task(name, eval_cfg.task_overrides.get(name)), "test", eval_cfg, reference, engine)
             record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
         if engine is not None:
@@ -235,13 +240,14 @@ def write_record(run_dir: Path, record: Record) -> None:
         records.write_record(run_dir, record)
 
 
-def build_task(name: str):
-    """Instantiate conf/task/<name>.yaml (a held-out evaluation task)."""
+def build_task(name: str, overrides: dict | None = None):
+    """Instantiate conf/task/<name>.yaml (a held-out evaluation task), with `overrides` on top of it."""
     path = CONF_DIR / "task" / f"{name}.yaml"
     if not path.is_file():
         options = ", ".join(sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
-        raise TaskDataError(f"eval.tasks names unknown task {name!r}; choose from: {options}")
-    return instantiate(OmegaConf.load(path))
+        raise TaskDataError(f"a held-out task names unknown task {name!r} (eval.tasks, eval.task_overrides or "
+                            f"analysis.entropy_task); choose from: {options}")
+    return instantiate(OmegaConf.merge(OmegaConf.load(path), OmegaConf.create(dict(overrides or {}))))
 
 
 def policy_from(cfg: DictConfig):
