@@ -1,0 +1,265 @@
+"""The multiple-choice grader CommonsenseQA (tasks/csqa.py) and GPQA (tasks/gpqa.py) share.
+
+Prompt (`format_prompt`): one instruction, then the question, then the options as lettered lines
+(the layout of OpenAI simple-evals' GPQA template, with the letters spelled out):
+
+    Answer the following multiple-choice question. Think step by step, then end your response
+    with a line of the form "Answer: X", where X is the letter of the one correct option (A, B,
+    C, D or E).
+
+    <question>
+
+    A) <option>
+    B) <option>
+    ...
+
+Grading (`parse_letter`), in one pass over the completion's lines:
+- An *answer line* starts, after spaces, list bullets and markdown (`*`, `_`, `#`, `>`, `-`,
+  backticks), with "Answer" or "Final answer" (any case), then optional markdown, then ":".
+  "Answer: B" is the format; "**Final Answer:** B" is accepted as the same format. "The answer is
+  B", "Answer B" and "B" alone are other formats: no answer line, no letter, reward 0.
+- Its value (the rest of that line, markdown and `$` stripped) must name exactly one of the
+  task's letters, either alone - `B`, `(B)`, `[B]`, `\\boxed{B}`, optionally with a final "." -
+  or followed by that option's text - `B) a bank`, `(B) a bank`, `B. a bank`, `B: a bank`,
+  `B, a bank`, `B - a bank`, `B (a bank)` - where the text names no other option (`(C)`,
+  `C)`, `or C`, `and C`).
+  Anything else ("A or C", "A, C", "A/C", "I think B", "None", a letter beyond the options, the
+  letter on the next line) is no letter.
+- Every answer line must name the same letter: a completion with an answer line that names no
+  one letter, or with two answer lines that disagree, gets None (reward 0); one with no answer
+  line gets None. Repeating the same letter is fine.
+- The keyword is matched in any case, and so is the letter ("Answer: b" is B): a lone letter can
+  mean nothing else. Inside option text `(c)` names option C in either case, but `C)` and `or C`
+  only in upper case, since "a" and "or a" are English.
+Every step reads each line once (no regex that rescans), so grading is linear in the completion.
+
+`MultipleChoiceTask` holds what both tasks do with that: reward, is_correct, extract_answer (the
+letter, for maj@k votes), gold_completion ("Answer: <letter>"), and the fixture note in run_info.
+
+    python -m pytest tests/test_task_multiple_choice.py -q
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+import datasets
+
+from tasks.base import TaskDataError
+
+LETTERS = "ABCDEFGHIJ"
+INSTRUCTION = ("Answer the following multiple-choice question. Think step by step, then end your "
+               "response with a line of the form \"Answer: X\", where X is the letter of the one "
+               "correct option ({letters}).")
+_LEAD = " \t*_#>`-"      # stripped before the keyword: indentation, bullets, markdown
+_DECOR = " \t\r*_`$"     # stripped around the value: markdown emphasis, code, inline maths
+_KEYWORDS = ("final answer", "answer")
+_SEPARATORS = ").:,-\u2013\u2014"  # after a letter, before the option's text
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+
+log = logging.getLogger(__name__)
+
+
+def letters_for(n_choices: int) -> str:
+    """The option letters of an n-way question: "ABCDE" for 5."""
+    if not 2 <= n_choices <= len(LETTERS):
+        raise ValueError(f"{n_choices} options; a question needs 2 to {len(LETTERS)}")
+    return LETTERS[:n_choices]
+
+
+def _spoken(letters: str) -> str:
+    """"A, B, C, D or E"."""
+    return ", ".join(letters[:-1]) + " or " + letters[-1]
+
+
+def format_prompt(question: str, choices: list[str]) -> str:
+    """The prompt for one question: the instruction, the question, then "A) ..." lines.
+
+    >>> prompt = format_prompt("2 + 2?", ["3", "4"])
+    >>> prompt.startswith(INSTRUCTION.format(letters="A or B"))
+    True
+    >>> print(prompt[len(INSTRUCTION.format(letters="A or B")):].lstrip())
+    2 + 2?
+    <BLANKLINE>
+    A) 3
+    B) 4
+    """
+    letters = letters_for(len(choices))
+    options = "\n".join(f"{letter}) {text}" for letter, text in zip(letters, choices))
+    return f"{INSTRUCTION.format(letters=_spoken(letters))}\n\n{question.strip()}\n\n{options}"
+
+
+def gold_text(letter: str) -> str:
+    """A completion giving `letter` in the requested format."""
+    return f"Answer: {letter}"
+
+
+def _answer_value(line: str) -> str | None:
+    """The text after "Answer:" when `line` is an answer line, else None."""
+    s = line.lstrip(_LEAD)
+    head = s[:len(_KEYWORDS[0])].lower()
+    for keyword in _KEYWORDS:
+        if head.startswith(keyword):
+            s = s[len(keyword):].lstrip(_DECOR)
+            return s[1:] if s.startswith(":") else None
+    return None
+
+
+def _hedge_pattern(letters: str) -> re.Pattern:
+    """Another option named inside option text: "(C)", "C)", "or C", "and C" (no rescanning:
+    each alternative is a fixed-width look-behind plus at most a run of spaces)."""
+    upper, both = f"[{letters}]", f"[{letters}{letters.lower()}]"
+    return re.compile(rf"(?<![A-Za-z0-9])\(({both})\)|(?<![A-Za-z0-9(])({upper})\)"
+                      rf"|\b(?:or|and)[ \t]+\(?({upper})(?![A-Za-z0-9'\u2019])")
+
+
+_HEDGES: dict[str, re.Pattern] = {}
+
+
+def _value_letter(value: str, letters: str) -> str | None:
+    """The one letter an answer line's value names (see the module docstring), else None."""
+    v = value.strip(_DECOR)
+    w = v[:-1].strip(_DECOR) if v.endswith(".") else v  # "**B**." -> "B"
+    if w.startswith("\\boxed{") and w.endswith("}"):
+        w = w[len("\\boxed{"):-1].strip(_DECOR)
+    if len(w) == 3 and _OPEN.get(w[0]) == w[2]:  # (B) [B] {B}
+        w = w[1]
+    elif len(w) == 2 and w[1] in _SEPARATORS:  # "B)" with no option text
+        w = w[0]
+    if len(w) == 1:
+        return w.upper() if w.upper() in letters else None
+    # a letter followed by the option's text: "B) text", "(B) text", "B. text", "B - text"
+    i, close = 0, None
+    if v[:1] in _OPEN:
+        i, close = 1, _OPEN[v[0]]
+    if len(v) < i + 2 or v[i].upper() not in letters:
+        return None
+    letter, j = v[i].upper(), i + 1
+    if close is not None:
+        if v[j] != close:
+            return None
+        j += 1
+    else:
+        k = j
+        while k < len(v) and v[k] in " \t":
+            k += 1
+        if k < len(v) and k > j and v[k] == "(":  # "B (a bank)"
+            j = k
+        elif k == len(v) or v[k] not in _SEPARATORS or (k > j and v[k] not in "-\u2013\u2014"):
+            return None
+        else:
+            j = k + 1
+    if j >= len(v) or v[j] not in " \t(":
+        return None  # "B)text" or "e.g." is no option text
+    rest = v[j:]
+    pattern = _HEDGES.get(letters) or _HEDGES.setdefault(letters, _hedge_pattern(letters))
+    for m in pattern.finditer(rest):
+        named = next(g for g in m.groups() if g).upper()
+        if named != letter:
+            return None
+    return letter
+
+
+def parse_letter(text: str, n_choices: int) -> str | None:
+    """The one letter a completion answers with (module docstring's rules), or None.
+
+    >>> parse_letter("People keep money in banks.\\nAnswer: B", 5)
+    'B'
+    >>> parse_letter("Answer: A or C", 5) is None, parse_letter("Answer: A\\nAnswer: C", 5) is None
+    (True, True)
+    """
+    if not isinstance(text, str):
+        return None
+    letters, found = letters_for(n_choices), None
+    for line in text.split("\n"):
+        value = _answer_value(line)
+        if value is None:
+            continue
+        letter = _value_letter(value, letters)
+        if letter is None or (found is not None and letter != found):
+            return None
+        found = letter
+    return found
+
+
+class MultipleChoiceTask:
+    """Scoring shared by the multiple-choice tasks.
+
+    A subclass sets `n_choices` and `benchmark` (its display name), calls `_set_source` from its
+    constructor, and loads rows with `prompt`, `question`, `choices` (option texts in the order
+    shown) and `answer` (the gold letter). On the fixture, `name` gains "-fixture", every load
+    logs a warning, and run_info's `notes` (printed under the report's tables) says so.
+    """
+
+    name: str
+    n_choices: int
+    benchmark: str
+    source: str
+    fixture_dir: str
+
+    def _set_source(self, source: str) -> None:
+        self.source = source
+        if source == "fixture":
+            self.name = f"{type(self).name}-fixture"
+
+    @property
+    def fixture(self) -> bool:
+        return self.source == "fixture"
+
+    # ---- scoring ----
+    def extract_answer(self, text: str) -> str | None:
+        """The answered letter ("B"), or None when no single letter is given in the format."""
+        return parse_letter(text, self.n_choices)
+
+    def is_correct(self, completion: str, answer: str, **_) -> bool:
+        """True when the completion answers with exactly the gold letter."""
+        return self.extract_answer(completion) == answer
+
+    def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
+        """TRL-style reward: 1.0 when the completion answers with the gold letter, else 0 (several
+        letters, answer lines that disagree, or no "Answer: X" line).
+
+        >>> from tasks.csqa import CommonsenseQA
+        >>> CommonsenseQA().reward(["... so a bank.\\nAnswer: B", "Answer: B or C", "B"],
+        ...                        answer=["B", "B", "B"])
+        [1.0, 0.0, 0.0]
+        """
+        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
+
+    def gold_completion(self, answer: str, **_) -> str:
+        """"Answer: <gold letter>"."""
+        return gold_text(answer)
+
+    def run_info(self) -> dict:
+        """What a run record should keep: the data source and, under `notes`, a warning when the
+        rows are the hand-written fixture (the report prints notes under its tables)."""
+        notes = []
+        if self.fixture:
+            notes.append(f"FIXTURE DATA, not {self.benchmark}: scored on the hand-written test rows "
+                         f"in {self.fixture_dir}; these numbers say nothing about {self.benchmark} "
+                         "(use task.source=hub or task.path=... for the real data)")
+        return {"source": self.source, **self._info(), "notes": notes}
+
+    def _info(self) -> dict:
+        return {}
+
+    def _warn_fixture(self, rows: int, split: str) -> None:
+        if self.fixture:
+            log.warning("task %s: %d %s rows from the hand-written FIXTURE (%s), not %s; scores "
+                        "are not %s scores", self.name, rows, split, self.fixture_dir,
+                        self.benchmark, self.benchmark)
+
+
+def load_hub(hub_id: str, config: str | None, split: str, advice: str) -> list[dict]:
+    """Rows of a hub dataset, or a one-line TaskDataError (offline, gated, unknown config).
+
+    Args:
+        advice: what to do instead, e.g. "use task.path=/dir or task.source=fixture".
+    """
+    try:
+        return datasets.load_dataset(hub_id, config, split=split).to_list()
+    except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
+        cause = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        named = f"{hub_id} ({config}, split {split})" if config else f"{hub_id} (split {split})"
+        raise TaskDataError(f"could not load {named} from the Hugging Face hub ({cause}). Offline? "
+                            f"{advice}") from None
