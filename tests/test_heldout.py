@@ -67,9 +67,12 @@ def test_heldout_block_in_tables(tmp_path):
     m = {"mean": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 4}
     write_record(tmp_path / "a", Record(label="ES", model="zoo-1m", method="es", status="ok",
                                         metrics={"test": {"greedy_acc": m}},
-                                        heldout={"gsm8k": {"metrics": {"greedy_acc": m, "kl_to_base": m}}}))
+                                        heldout={"gsm8k": {"metrics": {"greedy_acc": m, "kl_to_base": m}},
+                                                 "gpqa": {"metrics": {"greedy_acc": m},
+                                                          "task_info": {"notes": ["FIXTURE DATA, not GPQA"]}}}))
     md = rebuild(tmp_path, tmp_path / "out")
     assert "## Held-out task: gsm8k" in md and "kl_to_base" in md
+    assert "- gpqa (held out): FIXTURE DATA, not GPQA" in md  # a held-out run on a fixture says so
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))

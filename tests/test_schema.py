@@ -3,6 +3,8 @@ line naming the key and the nearest valid one, never a silent drop or a library 
 
     python -m pytest tests/test_schema.py -q
 """
+import re
+
 import pytest
 
 from harness.runner.experiment import list_runs
@@ -89,3 +91,13 @@ def test_param_names_match_es_core():
     from harness.runner.schema import PARAM_NAMES
     from methods.es_core import PARAM_SETS
     assert set(PARAM_NAMES) == {"all", "last_layer", *PARAM_SETS}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("eval.tasks=[gpqa,hotpotq]", "eval.tasks names unknown task 'hotpotq'; did you mean 'hotpotqa'"),
+    ("+analysis.entropy_task=gpq", "analysis.entropy_task names unknown task 'gpq'; did you mean 'gpqa'"),
+    ("+eval.task_overrides.nosuch.source=hub", "eval.task_overrides names unknown task 'nosuch'; choose from"),
+])
+def test_held_out_task_names_are_checked_at_load(compose, override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(compose(override))

@@ -124,7 +124,7 @@ class Record:
     pass_curve: dict = field(default_factory=dict)  # split -> {k: pass@k}
     examples: dict = field(default_factory=dict)
     eval_flops: dict = field(default_factory=dict)  # evaluation cost: recorded, never charged
-    heldout: dict = field(default_factory=dict)     # task -> {metrics, pass_curve, examples}
+    heldout: dict = field(default_factory=dict)     # task -> {metrics, pass_curve, examples, task_info}
     task_info: dict = field(default_factory=dict)   # what the task reports about itself (e.g. sandbox layers)
     wall_s: dict = field(default_factory=dict)
     error: str | None = None

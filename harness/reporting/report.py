@@ -224,12 +224,16 @@ def _csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def task_notes(records: list[Record]) -> str:
-    """The distinct notes the tasks left in their records (task_info["notes"]), as a markdown list."""
+    """The distinct notes the tasks left in their records (task_info["notes"]), as a markdown list:
+    the training task's and every held-out task's (eval.tasks)."""
     notes = {}
     for rec in records:
         task = (rec.task or "").rsplit(".", 1)[-1] or "task"
         for n in (rec.task_info or {}).get("notes") or []:
             notes.setdefault((task, str(n)), None)
+        for name, held in (rec.heldout or {}).items():
+            for n in (held.get("task_info") or {}).get("notes") or []:
+                notes.setdefault((f"{name} (held out)", str(n)), None)
     if not notes:
         return ""
     return "\n## Task notes\n\n" + "".join(f"- {task}: {n}\n" for task, n in notes)

@@ -173,8 +173,11 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
         for name in eval_cfg.tasks if is_main_process() else []:  # forgetting: the trained policy on other tasks' test splits
-            res = evaluate(policy, build_task(name, eval_cfg.task_overrides.get(name)), "test", eval_cfg, reference, engine)
-            record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples}
+            held_out = build_task(name, eval_cfg.task_overrides.get(name))
+            res = evaluate(policy, held_out, "test", eval_cfg, reference, engine)
+            record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples,
+                                    # e.g. "FIXTURE DATA, not GPQA": the tables carry a held-out task's notes too
+                                    "task_info": held_out.run_info() if hasattr(held_out, "run_info") else {}}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))
         if engine is not None:
             engine.close()

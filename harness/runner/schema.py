@@ -53,6 +53,21 @@ def _base_keys() -> set[str]:
     return {k for k in base if k != "defaults"} | groups
 
 
+def _check_held_out(cfg: DictConfig) -> None:
+    """eval.tasks, eval.task_overrides and analysis.entropy_task name conf/task options (checked before any work)."""
+    tasks = {p.stem for p in (CONF_DIR / "task").glob("*.yaml")}
+    ev, analysis = cfg.get("eval") or {}, cfg.get("analysis") or {}
+    named = [("eval.tasks", t) for t in ev.get("tasks") or []]
+    named += [("eval.task_overrides", t) for t in (ev.get("task_overrides") or {})]
+    if analysis.get("entropy_task"):
+        named.append(("analysis.entropy_task", analysis.get("entropy_task")))
+    for where, name in named:
+        if str(name) not in tasks:
+            near = difflib.get_close_matches(str(name), sorted(tasks), n=1, cutoff=0.5)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; choose from: {', '.join(sorted(tasks))}"
+            raise ConfigError(f"{where} names unknown task {name!r}{hint}")
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -134,6 +149,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
     _check_targets(cfg)
     _check_params(cfg.get("method"))
+    _check_held_out(cfg)
     if cfg.get("model") is not None and not cfg.model.get("name_or_path"):
         raise ConfigError("model.name_or_path is empty; write model=<hub id or folder> "
                           "(e.g. model=Qwen/Qwen2.5-1.5B-Instruct) or pick a conf/model option")
