@@ -38,20 +38,24 @@ data, which is compared here with the test's expected value, which never enters 
   expression of literals and builtins (`lst = list(range(-99, 100, 2))`) is substituted into the
   asserts that read it, so those tests are judged by value too;
 - statements that cannot fail (`assert True`, a bare `print`, docstrings) are dropped;
-- everything else (random-input loops, tests that compare the candidate with the prompt's own
-  helpers or with itself) runs together, in order, inside the sandbox as one function
-  `check(candidate)`, as the original harness ran it. There a forged result or an assert-skipping
-  trace hook could pass it; `run_info()["notes"]` names those problems.
-Of the shipped 164, 159 are judged wholly by value; 5 partly in the sandbox: HumanEval/33 and 53
-(literal tests by value, plus self-comparisons and a random-input loop inside) and 32, 38 and 50
-(random-input loops only: judged wholly inside, so a forged result or an always-equal object can
-pass them, as it could in the official harness). HumanEval/34 has a single test, so one constant
-value passes it; it is kept, as published. tests/test_task_humaneval.py pins these counts. The judge's limits are MBPP's
-(mbpp_judge.Limits, `judge_s`). `extract_answer` returns the extracted code, whitespace-normalised,
+- a loop of random inputs whose only use of the candidate is a last `assert candidate(<args>) ==
+  <expected>` (HumanEval/38, 50, 53) runs once, seeded (random.seed(SAMPLE_SEED)), in a clean
+  sandbox run with the prompt's helpers and no candidate, which records each call's arguments and
+  expected value; those become fixed value tests (the official harness draws new unseeded inputs
+  on every run; here every completion meets the same 100);
+- everything else (a loop that checks a property of the result, tests that compare the candidate
+  with itself) runs together, in order, inside the sandbox as one function `check(candidate)`,
+  as the original harness ran it. There a forged result or an assert-skipping trace hook could
+  pass it; `run_info()["notes"]` names those problems.
+Of the shipped 164, 162 are judged wholly by value and 2 partly in the sandbox: HumanEval/33
+(literal tests by value, plus self-comparisons inside) and HumanEval/32 (a random-input loop that
+checks `abs(poly(coeffs, solution)) < 1e-4`: judged wholly inside, so a forged result can pass it,
+as it could in the official harness). HumanEval/34 has a single test, so one constant value
+passes it; it is kept, as published. tests/test_task_humaneval.py pins these counts. The
+judge's limits are MBPP's (mbpp_judge.Limits, `judge_s`). `extract_answer` returns the extracted code, whitespace-normalised,
 for majority voting; `gold_completion` is the canonical solution (a body continuing the prompt).
 
     python -m pytest tests/test_task_humaneval.py -q
-    python -m pytest tests/test_task_humaneval.py -q -m slow   # all 164 canonical solutions
 """
 from __future__ import annotations
 
@@ -61,12 +65,13 @@ import copy
 import functools
 import gzip
 import keyword
+import operator
 import os
 import textwrap
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
@@ -88,6 +93,8 @@ _PURE = frozenset({"abs", "all", "any", "bool", "chr", "dict", "divmod", "enumer
                    "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip"})
 MAX_UNROLL = 50  # iterations of a `for x in range(...)` of asserts unrolled into value tests
 _BUNDLE = "_esbench_check"  # the in-sandbox check function; not `check`, which a candidate may use
+_SAMPLER, _RECORD = "_esbench_sample", "_esbench_record"
+SAMPLE_SEED = 0  # random.seed for the clean run that samples random-input tests
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class Plan:
     checks: tuple[mbpp_judge.Check, ...]
     setup: str
     inside_statements: int
+    sample: str | None = None  # the inside statements as a sampler (see _sampler), else None
 
     @property
     def by_value(self) -> bool:
@@ -184,7 +192,8 @@ class HumanEval:
             if self._survey is None:
                 rows = self._rows()
                 with ThreadPoolExecutor(max_workers=self.workers) as pool:
-                    plans = list(pool.map(lambda r: self.plan(r["test"], r["entry_point"]), rows))
+                    plans = list(pool.map(lambda r: self.plan(r["test"], r["entry_point"],
+                                                             r["code_prompt"]), rows))
                 pairs = list(zip(rows, plans))
                 self._survey = {
                     "rows": rows,
@@ -210,10 +219,11 @@ class HumanEval:
         return [_row(r, path, i) for i, r in read_rows(path)]
 
     # ---- judging plan ----
-    def plan(self, test: str, entry_point: str) -> Plan:
-        """A problem's resolved Plan, computed once per (test, entry_point): non-literal expected
-        values come from one clean sandbox run (no candidate code) that later calls reuse."""
-        key = (test, entry_point)
+    def plan(self, test: str, entry_point: str, code_prompt: str = "") -> Plan:
+        """A problem's resolved Plan, computed once per problem: non-literal expected values and
+        sampled random-input tests come from clean sandbox runs (no candidate code) that later
+        calls reuse."""
+        key = (test, entry_point, code_prompt)
         with self._lock:
             if key in self._plans:
                 return self._plans[key]
@@ -222,7 +232,8 @@ class HumanEval:
             with self._lock:
                 if key in self._plans:
                     return self._plans[key]
-            found = self._resolve(plan(test, entry_point), entry_point)
+            found = self._sample(self._resolve(plan(test, entry_point), entry_point),
+                                 code_prompt)
             with self._lock:
                 self._plans[key] = found
             return found
@@ -255,7 +266,32 @@ class HumanEval:
         # A check resolve() sent inside runs its assert as a statement, where `candidate` is bound
         return Plan(tuple(resolved), unresolved.setup,
                     unresolved.inside_statements + sum(not c.outside for c in resolved)
-                    - sum(not c.outside for c in checks))
+                    - sum(not c.outside for c in checks), unresolved.sample)
+
+    def _sample(self, found: Plan, code_prompt: str) -> Plan:
+        """Inside statements that are random-input loops of `assert candidate(...) == <expr>`
+        (HumanEval/38, 50, 53): run once, seeded, in a clean sandbox run with the prompt's own
+        helpers and no candidate, recording each call's arguments and expected value; the Plan
+        then calls the candidate on those arguments and judges the values here. Unchanged when
+        the run fails or gives anything but plain arguments."""
+        if found.sample is None or sum(not c.outside for c in found.checks) != 1:
+            return replace(found, sample=None)
+        args = {"code": code_prompt + f"\nimport random\nrandom.seed({SAMPLE_SEED})\n",
+                "setup": found.sample, "items": [{"kind": "value", "src": f"{_SAMPLER}()"}]}
+        result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
+                                    memory_mb=self.memory_mb)
+        with self._lock:
+            self._stats["clean_runs"] += 1
+        records = [r for r in result.records if r.get("i") == 0 and "value" in r]
+        try:
+            pairs = mbpp_judge.decode(records[0]["value"], self.limits) if result.ok else None
+        except (IndexError, TypeError, ValueError, ArithmeticError, RecursionError, MemoryError):
+            pairs = None
+        sampled = _sampled_checks(pairs)
+        if sampled is None:
+            return replace(found, sample=None)
+        checks = [x for c in found.checks for x in (sampled if not c.outside else [c])]
+        return Plan(tuple(checks), found.setup, 0)
 
     # ---- scoring ----
     def gold_completion(self, canonical_solution: str, **_) -> str:
@@ -276,7 +312,7 @@ class HumanEval:
                          entry_point: str) -> mbpp_judge.Verdict:
         """Run one completion and judge it; the Verdict says per check whether it passed and, if
         not, why (a wrong value, an error, the sandbox's timeout, a judge limit)."""
-        found = self.plan(test, entry_point)
+        found = self.plan(test, entry_point, code_prompt)
         args = {"code": program(code_prompt, completion), "setup": found.setup,
                 "items": [c.item() for c in found.checks]}
         result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
@@ -478,7 +514,65 @@ def plan(test: str, entry_point: str) -> Plan:
                 checks.append(_bundle(inside))
         else:
             checks.append(c)
-    return Plan(tuple(checks), setup, len(inside))
+    return Plan(tuple(checks), setup, len(inside), _sampler(inside))
+
+
+def _sampler(inside: list[ast.stmt]) -> str | None:
+    """The inside statements as a function that returns [(args, expected), ...] instead of
+    calling the candidate, when every use of the candidate in them is the last statement of a
+    `for` loop, `assert candidate(<args>) == <expected>` with no candidate in args or expected;
+    else None. Its clean, seeded run turns a random-input loop into fixed value tests."""
+    out, found = [], False
+    for stmt in inside:
+        if "candidate" not in mbpp_judge.free_names(stmt):
+            out.append(stmt)
+            continue
+        if not (isinstance(stmt, ast.For) and stmt.body and not stmt.orelse):
+            return None
+        *head, last = stmt.body
+        call = getattr(getattr(last, "test", None), "left", None)
+        if not (isinstance(last, ast.Assert) and isinstance(last.test, ast.Compare)
+                and len(last.test.ops) == 1 and isinstance(last.test.ops[0], ast.Eq)
+                and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "candidate" and not call.keywords
+                and not any(isinstance(a, ast.Starred) for a in call.args)
+                and "candidate" not in set().union(*(mbpp_judge.free_names(a) for a in call.args),
+                                                    mbpp_judge.free_names(last.test.comparators[0]))
+                and not any("candidate" in mbpp_judge.free_names(h) for h in head)
+                and "candidate" not in mbpp_judge.free_names(stmt.iter)):
+            return None
+        record = ast.parse(f"{_RECORD}.append(((), None))").body[0]
+        record.value.args[0].elts = [ast.Tuple(list(call.args), ast.Load()),
+                                     last.test.comparators[0]]
+        loop = copy.copy(stmt)
+        loop.body = [*head, ast.fix_missing_locations(record)]
+        out.append(loop)
+        found = True
+    if not found:
+        return None
+    lines = "\n".join(ast.unparse(s) for s in [ast.parse(f"{_RECORD} = []").body[0], *out])
+    return (f"def {_SAMPLER}():\n{textwrap.indent(lines, '    ')}\n"
+            f"    return {_RECORD}\n")
+
+
+def _sampled_checks(pairs) -> list[mbpp_judge.Check] | None:
+    """[(args, expected), ...] from the sampler's clean run as value tests, or None unless every
+    argument is plain data whose repr reads back as the same value."""
+    if not isinstance(pairs, list) or not pairs:
+        return None
+    checks = []
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], tuple)):
+            return None
+        try:
+            if any(type(ast.literal_eval(repr(a))) is not type(a) or ast.literal_eval(repr(a)) != a
+                   for a in pair[0]):
+                return None
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+        call = f"candidate({', '.join(repr(a) for a in pair[0])})"
+        checks.append(mbpp_judge.Check(call, True, operator.eq, pair[1], test=call))
+    return checks
 
 
 def _rename(stmt: ast.stmt, arg: str) -> ast.stmt:

@@ -27,10 +27,10 @@ HOSTILE_DIR = Path(__file__).parent / "hostile"
 MEMORY_ATTACKS = ("fork_children_300mib", "tmpfs_nested_ns")  # run alone in test_sandbox_hostile
 HOSTILE = sorted(p for p in HOSTILE_DIR.glob("*.py") if p.stem not in MEMORY_ATTACKS)
 # Judged wholly by value: lists, floats within a tolerance, a tuple computed in a clean run, a
-# substituted name, an unrolled loop; 33 and 53 mix value tests with inside ones.
+# substituted name, an unrolled loop, sampled random inputs; 33 mixes value tests with inside ones.
 HOSTILE_ROWS = ("HumanEval/0", "HumanEval/2", "HumanEval/8", "HumanEval/44", "HumanEval/151",
-                "HumanEval/33", "HumanEval/53")
-PARTLY_INSIDE = ["HumanEval/32", "HumanEval/33", "HumanEval/38", "HumanEval/50", "HumanEval/53"]
+                "HumanEval/38", "HumanEval/53", "HumanEval/33")
+PARTLY_INSIDE = ["HumanEval/32", "HumanEval/33"]
 LEFTOVER_GLOBS = ("/tmp/esbench-hostile*", "/dev/shm/esbench-hostile*")
 
 
@@ -72,10 +72,10 @@ def test_config_and_splits(task, rows):
 def test_plan_counts(task):
     """How the shipped problems are judged; a change here changes what the scores mean."""
     survey = task.survey()
-    assert len(survey["by_value"]) == 159 and survey["inside"] == PARTLY_INSIDE
+    assert len(survey["by_value"]) == 162 and survey["inside"] == PARTLY_INSIDE
     assert survey["degenerate"] == ["HumanEval/34"]  # one test only
     notes = task.run_info()["notes"]
-    assert any("5 of 164" in n and "HumanEval/38" in n for n in notes)
+    assert any("2 of 164" in n and "HumanEval/32" in n for n in notes)
 
 
 def test_plan_shapes():
@@ -98,6 +98,19 @@ def test_plan_shapes():
     assert [c.outside for c in mixed.checks] == [False, True] and mixed.inside_statements == 2
     assert "import math" in mixed.setup and mixed.setup.endswith("candidate = f\n")
     assert "_esbench_check(candidate)" in mixed.checks[0].src  # at the first inside statement
+    assert "_esbench_record.append(((x,), x))" in mixed.sample  # sampled in a clean run
+
+
+def test_random_loops_become_fixed_value_tests(task, rows):
+    """HumanEval/38's 100 random strings, drawn once in a seeded clean run: every check is a
+    value test, the same for every completion."""
+    row = rows["HumanEval/38"]
+    found = task.plan(row["test"], row["entry_point"], row["code_prompt"])
+    assert found.by_value and len(found.checks) == 100 and found.sample is None
+    assert all(c.src.startswith("candidate('") and isinstance(c.expected, str)
+               for c in found.checks)
+    identity = "    return s\n"  # passes only if the tests were dropped
+    assert task.reward([identity], **_columns([row])) == [0.0]
 
 
 def test_every_canonical_solution_passes(task, rows):
