@@ -79,7 +79,7 @@ import datasets
 from tasks import mbpp_judge, mbpp_runner, sandbox
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, parse_json, read_text,
                         row_error, user_path)
-from tasks.mbpp import extract_code
+from tasks.mbpp import expected_in_clean_run, extract_code
 
 HUB_ID = "openai/openai_humaneval"
 WHAT = "HumanEval data"
@@ -238,30 +238,18 @@ class HumanEval:
                 self._plans[key] = found
             return found
 
+    def _clean_run_done(self) -> None:
+        with self._lock:
+            self._stats["clean_runs"] += 1
+
     def _resolve(self, unresolved: Plan, entry_point: str) -> Plan:
         checks = list(unresolved.checks)
         pending = [c for c in checks if c.expected_src is not None]
         if not pending:
             return unresolved
-        imports = "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
-                          for m in mbpp_judge.modules_named(pending))
-        args = {"code": imports, "setup": "", "setup_may_fail": True,
-                "items": [{"kind": "value", "src": c.expected_src} for c in pending]}
-        for _ in range(2):  # a second try before blaming the row: the host may just be busy
-            result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
-                                        memory_mb=self.memory_mb)
-            with self._lock:
-                self._stats["clean_runs"] += 1
-            if result.ok:
-                break
-        else:
-            why = "timed out" if result.timed_out else f"exit status {result.returncode}"
-            raise TaskDataError(f"HumanEval problem {entry_point!r}: its expected values could "
-                                f"not be computed in a clean sandbox run ({why}); fix the row's "
-                                "test or raise task.timeout_s")
-        records = {r["i"]: r for r in result.records if isinstance(r.get("i"), int)}
-        computed = iter(mbpp_judge.resolve(c, records.get(i), self.limits)
-                        for i, c in enumerate(pending))
+        computed = iter(expected_in_clean_run(pending, "", f"HumanEval problem {entry_point!r}",
+                                              "fix the row's test or raise task.timeout_s", self.timeout_s,
+                                              self.memory_mb, self.limits, self._clean_run_done))
         resolved = [next(computed) if c.expected_src is not None else c for c in checks]
         # A check resolve() sent inside runs its assert as a statement, where `candidate` is bound
         return Plan(tuple(resolved), unresolved.setup,
@@ -280,8 +268,7 @@ class HumanEval:
                 "setup": found.sample, "items": [{"kind": "value", "src": f"{_SAMPLER}()"}]}
         result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
                                     memory_mb=self.memory_mb)
-        with self._lock:
-            self._stats["clean_runs"] += 1
+        self._clean_run_done()
         records = [r for r in result.records if r.get("i") == 0 and "value" in r]
         try:
             pairs = mbpp_judge.decode(records[0]["value"], self.limits) if result.ok else None

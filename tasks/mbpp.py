@@ -209,26 +209,14 @@ class MBPP:
         pending = [c for c in checks if c.expected_src is not None]
         if not pending:
             return checks
-        imports = "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
-                          for m in mbpp_judge.modules_named(pending))
-        args = {"code": imports, "setup": setup, "setup_may_fail": True,
-                "items": [{"kind": "value", "src": c.expected_src} for c in pending]}
-        for _ in range(2):  # a second try before blaming the row: the host may just be busy
-            result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
-                                        memory_mb=self.memory_mb)
-            with self._lock:
-                self._stats["clean_runs"] += 1
-            if result.ok:
-                break
-        else:
-            why = "timed out" if result.timed_out else f"exit status {result.returncode}"
-            raise TaskDataError(f"MBPP row with test {tests[0][:80]!r}: its expected values could "
-                                f"not be computed in a clean sandbox run ({why}); fix the row's "
-                                "expected expressions or raise task.timeout_s")
-        records = {r["i"]: r for r in result.records if isinstance(r.get("i"), int)}
-        computed = iter(mbpp_judge.resolve(c, records.get(i), self.limits)
-                        for i, c in enumerate(pending))
+        computed = iter(expected_in_clean_run(pending, setup, f"MBPP row with test {tests[0][:80]!r}",
+                                              "fix the row's expected expressions or raise task.timeout_s",
+                                              self.timeout_s, self.memory_mb, self.limits, self._clean_run_done))
         return [next(computed) if c.expected_src is not None else c for c in checks]
+
+    def _clean_run_done(self) -> None:
+        with self._lock:
+            self._stats["clean_runs"] += 1
 
     # ---- run info ----
     def judge_stats(self) -> dict:
@@ -284,6 +272,27 @@ def _notes(survey: dict) -> list[str]:
         notes.append(f"{inside} tests of this data have a shape the judge cannot split; they run "
                      "as asserts inside the sandbox, where a forged result could pass them")
     return notes
+
+
+def expected_in_clean_run(pending: list, setup: str, what: str, fix: str, timeout_s: float, memory_mb: int,
+                          limits: mbpp_judge.Limits, on_run) -> list:
+    """The checks `pending` with their non-literal expected values computed in one clean sandbox run
+    (the row's setup, no candidate code) and judged as any value (MBPP and HumanEval); `on_run()` is
+    called after each sandbox run (the tasks count them)."""
+    imports = "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
+                      for m in mbpp_judge.modules_named(pending))
+    args = {"code": imports, "setup": setup, "setup_may_fail": True,
+            "items": [{"kind": "value", "src": c.expected_src} for c in pending]}
+    for _ in range(2):  # a second try before blaming the row: the host may just be busy
+        result = sandbox.run_runner(_runner_source(), args, timeout_s=timeout_s, memory_mb=memory_mb)
+        on_run()
+        if result.ok:
+            break
+    else:
+        why = "timed out" if result.timed_out else f"exit status {result.returncode}"
+        raise TaskDataError(f"{what}: its expected values could not be computed in a clean sandbox run ({why}); {fix}")
+    records = {r["i"]: r for r in result.records if isinstance(r.get("i"), int)}
+    return [mbpp_judge.resolve(c, records.get(i), limits) for i, c in enumerate(pending)]
 
 
 @functools.lru_cache(maxsize=1)
