@@ -12,6 +12,17 @@ Three frames, each built from the one before, none formatted (harness/reporting/
           counts the runs of the whole grid (grid_ok, grid_planned, grid_<status>), so a choice made
           over a partly failed or interrupted grid is marked like a row with a missing seed.
 
+Runs that did not update (issue 22 item 4). A method whose train summary counts `skipped_updates`
+(ES: every member of an iteration scored the same, so the update was skipped) and `steps` is
+checked per run: skipped == iterations > 0 is NO UPDATE (the weights are the base model's, so its
+numbers are the base model's, not a result); more than half skipped shows the share. The runs frame
+carries `skipped_updates`, `iterations` and `update` ("NO UPDATE", "62% skipped" or ""); a point
+(seed mean) whose every successful run had no update gets status "no update" (so every table cell
+reads NO UPDATE, and plots, which draw only status ok, leave it out) and its label says so; a point
+where only some seeds had no update, or some skipped more than half, keeps its numbers (the mean
+over every successful seed) and its label says how many ("1 of 3 seeds NO UPDATE"). A grid chooses
+among its points that updated; a point with no update is chosen only when no point updated.
+
     python -m pytest tests/test_tables.py -q
 """
 from __future__ import annotations
@@ -23,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.core.records import Manifest, Record, read_manifest, read_records
-from harness.reporting.format import metric_order
+from harness.reporting.format import isnan, metric_order
 
 # Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).
 _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -31,6 +42,8 @@ _T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.045, 2.042]
 # Row states other than ok, worst first: a row with no successful run shows the first that applies.
 NOT_OK = ("failed", "interrupted", "running", "missing")
+NO_UPDATE = "no update"  # a point's status when every successful run of it skipped every update
+SKIP_SHARE_SHOWN = 0.5   # a run that skipped more than this share of its iterations shows the share
 IDENTITY = ["model", "cell", "column", "label", "grid", "method"]
 
 
@@ -52,6 +65,35 @@ def _identity_of_record(rec: Record) -> dict:
             "grid": rec.grid, "point": rec.point or {}, "method": rec.method, "key": rec.run_key}
 
 
+def skipped_iterations(train: dict | None) -> tuple[int, int, int] | None:
+    """(skipped, iterations, resumed_from) from a method's train summary; None when it does not count
+    skipped updates.
+
+    The iterations are those this record's process ran (`steps` less `resumed_from`): ES counts the
+    skipped updates of the process that wrote the summary, not those before a resume.
+    """
+    train = train or {}
+    skipped, steps, resumed = train.get("skipped_updates"), train.get("steps"), train.get("resumed_from") or 0
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (skipped, steps, resumed)):
+        return None
+    return int(skipped), int(steps) - int(resumed), int(resumed)
+
+
+def update_note(skipped: int | None, iterations: int | None, resumed_from: int = 0) -> str:
+    """'NO UPDATE' when every iteration skipped its update, 'NN% skipped' above half, else ''.
+
+    A resumed run knows only the iterations since the resume: all of them skipped reads
+    '100% skipped since resume', never NO UPDATE (the iterations before may have updated).
+    """
+    if skipped is None or iterations is None or isnan(skipped) or isnan(iterations) or iterations <= 0:
+        return ""
+    since = " since resume" if resumed_from else ""
+    if skipped >= iterations and not since:
+        return "NO UPDATE"
+    share = min(skipped / iterations, 1.0)
+    return f"{100 * share:.0f}% skipped{since}" if share > SKIP_SHARE_SHOWN else ""
+
+
 def _row(ident: dict, rec: Record | None) -> dict:
     keys = ("index", "model", "seed", "cell", "column", "label", "grid", "point", "method", "key")
     row = {k: ident.get(k) for k in keys}
@@ -63,6 +105,9 @@ def _row(ident: dict, rec: Record | None) -> dict:
                flops_used=b.get("flops_used"), executed_flops=b.get("executed_flops"), budget=b.get("limit"), budget_kind=b.get("kind"),
                budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.wall_s.get("total"),
                curve=rec.pass_curve.get("test"), train_curve=rec.steps, val_curve=rec.curve, path=rec.path)
+    counted = skipped_iterations(rec.train) if rec.trains else None
+    row["skipped_updates"], row["iterations"] = counted[:2] if counted else (math.nan, math.nan)
+    row["update"] = update_note(*counted) if counted and rec.effective_status == "ok" else ""
     for split, prefix in (("test", ""), ("validation", "val:")):
         for name, m in rec.metrics.get(split, {}).items():
             row[prefix + name] = m["mean"]
@@ -134,14 +179,34 @@ def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFr
         # per-seed curves on the FLOPs axis (reporting/curves.py draws the mean and the seed band)
         row["train_curves"] = [c for c in ok.get("train_curve", []) if isinstance(c, list) and c]
         row["val_curves"] = [c for c in ok.get("val_curve", []) if isinstance(c, list) and c]
+        row["n_no_update"], row["update"] = _update_of(ok)
+        if row["update"]:
+            row["label"] = f"{row['label']} [{row['update']}]"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _update_of(ok: pd.DataFrame) -> tuple[int, str]:
+    """(successful runs with no update, the point's note): 'NO UPDATE' when every one had none,
+    else '1 of 3 seeds NO UPDATE' and/or '62% skipped' (one run) / '2 of 3 seeds >50% skipped (62%, 80%)'."""
+    notes = [u for u in ok.get("update", pd.Series(dtype=object)) if isinstance(u, str)]
+    n, k = len(ok), sum(u == "NO UPDATE" for u in notes)
+    if n and k == n:
+        return k, "NO UPDATE"
+    shares = [u.split()[0] for u in notes if "% skipped" in u]
+    if n == 1:
+        return k, notes[0] if notes else ""
+    parts = [f"{k} of {n} seeds NO UPDATE"] if k else []
+    if shares:
+        parts.append(f"{len(shares)} of {n} seeds >{100 * SKIP_SHARE_SHOWN:.0f}% skipped ({', '.join(shares)})")
+    return k, "; ".join(parts)
+
+
 def status_of(row) -> str:
-    """ok when any run of the row succeeded; else the worst of failed, interrupted, running, missing."""
+    """ok when any run of the row succeeded ("no update" when every one of them skipped every
+    update); else the worst of failed, interrupted, running, missing."""
     if row["n_ok"] > 0:
-        return "ok"
+        return NO_UPDATE if row.get("n_no_update", 0) == row["n_ok"] else "ok"
     return next((s for s in NOT_OK if row[f"n_{s}"] > 0), "missing")
 
 
@@ -161,6 +226,9 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             main.extend(r for _, r in g.iterrows())
             continue
         cands = g[(g["n_ok"] > 0) & g["val"].notna()]
+        updated = cands[cands["status"] != NO_UPDATE]
+        no_update = len(cands) - len(updated)
+        cands = updated if not updated.empty else cands  # a point that never updated is the base model
         if cands.empty:
             row = g.iloc[0].copy()
             row["label"] = f"{cell} (no successful grid point)"
@@ -174,7 +242,9 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         row = points.loc[best].copy()
         row["point_label"] = row["label"]  # short name for plot legends
         partial = int(((g["n_ok"] > 0) & (g["n_ok"] < g["n_planned"])).sum())
-        shortfall = ("" if len(cands) == len(g) else f"; {len(g) - len(cands)} points FAILED or MISSING") + \
+        failed = len(g) - len(cands) - (no_update if len(updated) else 0)
+        shortfall = ("" if not failed else f"; {failed} points FAILED or MISSING") + \
+            (f"; {no_update} point{'s' * (no_update != 1)} NO UPDATE" if no_update and len(updated) else "") + \
             (f"; {partial} point{'s' * (partial != 1)} with fewer seeds than planned" if partial else "")
         row["label"] = f"{row['label']} (best of {len(g)} on validation{shortfall})"
         row["column"] = cell

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness.core.atomic import save_figure_atomic  # noqa: E402
+from harness.reporting.aggregate import NO_UPDATE  # noqa: E402
 
 
 def passk_panels(main: pd.DataFrame, path: Path, title: str = "") -> None:
@@ -50,6 +51,8 @@ def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: lis
     """One panel per metric: the swept cell's test metric versus the axis (log x), one line per model
     with its CI as a band, and the reference (e.g. tuned GRPO) as a star in the model's colour at the
     right edge plus a dotted level line, so each size's ES curve reads against its own RL result.
+    A point whose runs never updated (status "no update": its numbers are the base model's) is not
+    drawn; a note under the figure names it.
     """
     key, cell, ref = spec["key"], spec["cell"], spec.get("reference")
     sweep = points[(points["cell"] == cell) & (points["status"] == "ok")].copy()
@@ -79,5 +82,13 @@ def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: lis
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title or f"test metrics versus {key}", fontsize=10)
-    fig.tight_layout()
+    skipped = points[(points["cell"] == cell) & (points["status"] == NO_UPDATE)]
+    if not skipped.empty:
+        names = ", ".join(f"{m} {key.split('.')[-1]}={p.get(key):g}" if isinstance(p.get(key), (int, float))
+                          else f"{m} {lab}" for m, p, lab in zip(skipped["model"], skipped["point"], skipped["label"]))
+        fig.text(0.01, 0.005, f"Not drawn, NO UPDATE (every iteration skipped its update; weights = base model): {names}",
+                 fontsize=7, ha="left", va="bottom", wrap=True)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
     save_figure_atomic(fig, path)
