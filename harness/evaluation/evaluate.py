@@ -21,7 +21,7 @@ import numpy as np
 from harness.core.errors import UserError
 from harness.core.flops import generation_flops
 from harness.evaluation.kl import per_token_kl
-from harness.evaluation.metrics import maj_at_k, pass_at_k, summarize
+from harness.evaluation.metrics import attach_per_prompt, maj_at_k, pass_at_k, summarize
 from harness.core.policy import Generation, Policy, generate
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class EvalConfig:
 
 @dataclass
 class EvalResult:
-    metrics: dict[str, dict]          # metric -> {mean, ci_low, ci_high, n}
+    metrics: dict[str, dict]          # metric -> {mean, ci_low, ci_high, n, prompts, per_prompt | correct+n_samples}
     pass_curve: dict[int, float]      # k -> mean pass@k, for the pass@k plot
     examples: list[dict]
     flops: float
@@ -153,7 +153,7 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
         per_prompt["greedy_reward"] = task.reward(texts, **_others(cols))
         examples += [{"prompt": prompts[i], "completion": texts[i], "correct": bool(per_prompt["greedy_acc"][i]),
                       "decoding": "greedy"} for i in range(min(cfg.n_examples, len(texts)))]
-    curve = {}
+    curve, counts = {}, None
     if cfg.n_samples:
         s = gen(prompts, n=cfg.n_samples, greedy=False, temperature=cfg.temperature, top_p=cfg.top_p,
                 max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed)
@@ -176,7 +176,8 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
         examples += [{"prompt": prompts[i], "completion": s.texts[i][0], "correct": bool(correct[i][0]),
                       "decoding": f"T={cfg.temperature}"} for i in range(min(cfg.n_examples, len(prompts)))]
     policy.model.train(was_training)
-    metrics = summarize(per_prompt, n_boot=cfg.n_boot, seed=cfg.seed)
+    metrics = attach_per_prompt(summarize(per_prompt, n_boot=cfg.n_boot, seed=cfg.seed), per_prompt, prompts,
+                                counts, cfg.n_samples)
     return EvalResult(metrics, curve, examples, flops, time.time() - start)
 
 

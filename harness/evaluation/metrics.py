@@ -7,9 +7,19 @@ Test: python -m pytest tests/test_metrics.py -q
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 import numpy as np
+
+# Per-prompt scores kept in each metric entry of a record (harness/reporting/comparisons.py pairs them):
+#   "prompts": prompt_set_id of the split's evaluated prompts, in order (a prompt's id is its row index
+#              within that set);
+#   "per_prompt": one value per prompt (greedy_acc 0/1 ints, rewards and maj@k floats rounded to
+#              PER_PROMPT_DIGITS), or for pass@k "correct" (correct samples c per prompt, ints) and
+#              "n_samples" (n), from which pass_at_k(n, c, k) recomputes each prompt's pass@k exactly.
+PER_PROMPT_DIGITS = 4
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -149,3 +159,41 @@ def summarize(
         mean = float(np.mean(values)) if len(values) else math.nan
         out[name] = {"mean": mean, "ci_low": low, "ci_high": high, "n": len(values)}
     return out
+
+
+def prompt_set_id(prompts: list[str]) -> str:
+    """A stable id of an ordered list of prompt texts (16 hex digits of SHA-256 over their JSON)."""
+    return hashlib.sha256(json.dumps(list(prompts), ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def attach_per_prompt(metrics: dict[str, dict], per_prompt: dict[str, list[float]], prompts: list[str],
+                      counts: list[int] | None = None, n_samples: int = 0) -> dict[str, dict]:
+    """Add each metric's per-prompt scores to its summary entry (in place; see the keys above).
+
+    Args:
+        metrics: summarize()'s output.
+        per_prompt: the per-prompt values summarize() was given.
+        prompts: the evaluated prompt texts, in order (only their set id is stored).
+        counts: correct samples per prompt; pass@k entries store these instead of pass@k values.
+        n_samples: samples per prompt behind `counts`.
+    """
+    pid = prompt_set_id(prompts)
+    for name, entry in metrics.items():
+        entry["prompts"] = pid
+        if name.startswith("pass@") and counts is not None:
+            entry["correct"], entry["n_samples"] = [int(c) for c in counts], int(n_samples)
+        elif name == "greedy_acc":
+            entry["per_prompt"] = [int(round(v)) for v in per_prompt[name]]
+        else:
+            entry["per_prompt"] = [round(float(v), PER_PROMPT_DIGITS) for v in per_prompt[name]]
+    return metrics
+
+
+def per_prompt_values(entry: dict, metric: str) -> np.ndarray | None:
+    """The per-prompt scores of one metric entry of a record; None for records made before they were kept."""
+    if "per_prompt" in entry:
+        return np.asarray(entry["per_prompt"], dtype=float)
+    if "correct" in entry and metric.startswith("pass@"):
+        n, k = int(entry["n_samples"]), int(metric[len("pass@"):])
+        return np.asarray([pass_at_k(n, int(c), k) for c in entry["correct"]], dtype=float)
+    return None

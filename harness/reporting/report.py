@@ -13,6 +13,10 @@ Writes into the output folder:
   passk.png              pass@k curves of the main rows, one panel per model
   curves.png             train reward and validation accuracy against FLOPs (learning curves)
   <axis>.md / .png       with `axis_plot:` (e.g. the sigma sweep): metric versus the axis per model
+  comparisons.md / .csv  paired comparisons (trained vs base, ES vs each chosen RL row, variants vs full
+                         ES, population N vs 30): paired by prompt always, by seed with >= 2 seeds
+                         (harness/reporting/comparisons.py)
+  findings.md            the detected differences and, separately, those not detected, each with its interval
 
 Task notes (a record's task_info["notes"], e.g. MBPP's degenerate rows) are listed under the
 tables of table.md and summary.md. A folder with no records raises NoRecords and writes nothing.
@@ -31,6 +35,7 @@ from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
 from harness.core.records import Manifest, Record, read_manifest, read_records
 from harness.reporting.aggregate import NOT_OK, aggregate, metric_names
+from harness.reporting.comparisons import write_comparisons
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
 from harness.reporting.format import isnan
@@ -297,6 +302,7 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
         write_text_atomic(out_dir / f"{name}.md", f"# {title}: test metrics versus {name}\n\n"
                                                   f"{axis_markdown(points, main, spec, shown)}\n{note}\n")
         axis_plot(points, main, spec, shown, out_dir / f"{name}.png", title)
+    agg["comparison_files"] = write_comparisons(agg, out_dir, title)
     return agg
 
 

@@ -1,0 +1,286 @@
+"""Paired comparisons of an experiment's rows, computed from its records (issue 22 item 1).
+
+The tables put intervals side by side; this pairs. Input: aggregate()'s output (reporting/aggregate.py),
+so the rows compared are the main table's rows, RL grids already reduced to their point chosen on
+validation. Per model, these comparisons (A vs B, difference = A - B) on the test split:
+
+- trained vs base: every successful trained row vs the model's untrained row (trains=False);
+- ES vs RL: the ES row vs each RL grid's chosen row. The ES row is the full-ES reference below when
+  the model has one, else every row of method `es` (e.g. each sigma of a sweep);
+- variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of method `es` labelled
+  exactly "ES" or starting with "ES full"; every other trained fixed cell of the model without axes
+  (ES variants, GRPO-then-ES, ...) is compared to it. No such label: no variant comparisons;
+- population: rows of one cell with a `population` axis, each N vs N=30.
+
+Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have) gets:
+- paired by prompt, always: each side's per-prompt scores averaged over its successful seeds, then a
+  paired bootstrap over the same test prompts (resample prompt ids, mean of the differences);
+- paired by seed, with >= 2 paired seeds: a Student-t 95% interval over the per-seed differences of the
+  run means (seeds matched by value; an untrained row that ran once, unseeded, is the partner of every seed).
+With one seed the prompt row says "one seed: paired by prompt only". A difference is `detected` only when
+its 95% interval excludes 0, otherwise "not detected". Records made before per-prompt scores were kept
+get a row saying so, never an unpaired substitute. Runs evaluated on different test prompt sets are
+refused (PromptSetMismatch, one line); the report writes that line instead of the comparisons.
+
+Written by report.py: comparisons.md, comparisons.csv, findings.md (detected differences, then the
+comparisons where nothing was detected, each with its interval).
+
+    python -m pytest tests/test_comparisons.py -q
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import UserError
+from harness.core.records import Record
+from harness.evaluation.metrics import per_prompt_values
+from harness.reporting.aggregate import metric_names, t975
+from harness.reporting.format import is_percent, isnan
+
+N_BOOT = 2000
+SEED = 0
+PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
+PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
+NO_PER_PROMPT = "no per-prompt scores in these records (made before {since}); rerun to pair"
+ONE_SEED = "one seed: paired by prompt only"
+FILES = ("comparisons.md", "comparisons.csv", "findings.md")
+COLUMNS = ["model", "kind", "comparison", "metric", "difference", "ci_low", "ci_high", "n_seeds", "n_prompts",
+           "pairing", "result", "note"]
+
+
+class PromptSetMismatch(UserError, ValueError):
+    """Two runs to be paired were evaluated on different test prompt sets."""
+
+
+def paired_bootstrap(a, b, n_boot: int = N_BOOT, seed: int = SEED, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean of a - b, low, high): percentile bootstrap over prompts, both sides resampled with the same ids."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.size == 0:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(axis=1)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(d.mean()), float(low), float(high)
+
+
+def t_interval(diffs) -> tuple[float, float, float]:
+    """(mean, low, high): 95% Student-t interval of the mean of per-seed differences (>= 2 of them)."""
+    d = np.asarray(diffs, dtype=float)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    half = t975(d.size - 1) * sd / math.sqrt(d.size)
+    return mean, mean - half, mean + half
+
+
+def _detected(low: float, high: float) -> str:
+    return "detected" if low > 0 or high < 0 else "not detected"
+
+
+def _runs(row: pd.Series, runs: pd.DataFrame, by_path: dict[str, Record]) -> list[tuple[int | None, Record]]:
+    """(seed, record) of every successful run of a main-table row (a grid row: its chosen point's runs),
+    matched on model, cell and grid point (labels may carry notes)."""
+    point = row.get("point") if isinstance(row.get("point"), dict) else {}
+    same = [(m == row["model"] and c == row["cell"] and (p if isinstance(p, dict) else {}) == point
+             and s == "ok") for m, c, p, s in zip(runs["model"], runs["cell"], runs["point"], runs["status"])]
+    out = []
+    for _, r in runs[same].iterrows():
+        rec = by_path.get(r.get("path"))
+        if rec is not None:
+            out.append((None if isnan(r.get("seed")) else int(r["seed"]), rec))
+    return out
+
+
+def _name(row: pd.Series) -> str:
+    if isinstance(row.get("grid"), str):
+        return f"{row['column']} (chosen on validation: {row.get('point_label') or row['label']})"
+    return str(row["label"])
+
+
+def _is_es_reference(row: pd.Series) -> bool:
+    label = str(row["label"])
+    return (row.get("method") == "es" and not isinstance(row.get("grid"), str) and not row.get("point")
+            and (label == "ES" or label.lower().startswith("es full")))
+
+
+def pairs(main: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
+    """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only."""
+    out = []
+    ok = main[main["status"] == "ok"]
+    for model in dict.fromkeys(ok["model"]):
+        rows = [r for _, r in ok[ok["model"] == model].iterrows()]
+        trained = [r for r in rows if bool(r.get("trains", True))]
+        base = next((r for r in rows if not bool(r.get("trains", True))), None)
+        if base is not None:
+            out += [("trained vs base", r, base) for r in trained]
+        ref = next((r for r in trained if _is_es_reference(r)), None)
+        rl = [r for r in trained if isinstance(r.get("grid"), str)]
+        es = [ref] if ref is not None else [r for r in trained if r.get("method") == "es"
+                                            and not isinstance(r.get("grid"), str)]
+        out += [("ES vs RL", e, g) for e in es for g in rl]
+        if ref is not None:
+            out += [("variant vs full ES", r, ref) for r in trained if r is not ref
+                    and not isinstance(r.get("grid"), str) and not r.get("point")]
+        for cell in dict.fromkeys(r["cell"] for r in trained):
+            pop = [(v, r) for r in trained if r["cell"] == cell and isinstance(r.get("point"), dict)
+                   for k, v in r["point"].items() if k.split(".")[-1] == "population"]
+            ref30 = next((r for v, r in pop if v == 30), None)
+            if ref30 is not None:
+                out += [("population N vs N=30", r, ref30) for v, r in pop if r is not ref30]
+    return out
+
+
+def _scores(runs: list[tuple[int | None, Record]], metric: str) -> tuple[list | None, Record | None]:
+    """([(seed, prompt set id, per-prompt scores)] of the runs, None) ; (None, a run without per-prompt scores);
+    ([], None) when a run never measured `metric` (e.g. a greedy-only run: nothing to pair)."""
+    out = []
+    for seed, rec in runs:
+        entry = (rec.metrics.get("test") or {}).get(metric)
+        if entry is None:
+            return [], None
+        values = per_prompt_values(entry, metric)
+        if values is None or "prompts" not in entry:
+            return None, rec
+        out.append((seed, entry["prompts"], values))
+    return out, None
+
+
+def _seed_diffs(a: list, b: list, b_once: bool) -> list[float]:
+    """Per-seed differences of run means (seeds matched; `b_once`: B's single run partners every seed)."""
+    def by_seed(side):
+        seeds: dict = {}
+        for seed, _, v in side:
+            seeds.setdefault(seed, []).append(float(v.mean()))
+        return {s: float(np.mean(m)) for s, m in seeds.items()}
+    sa, sb = by_seed(a), by_seed(b)
+    if b_once and len(sb) == 1:
+        only = next(iter(sb.values()))
+        return [m - only for s, m in sa.items()]
+    return [sa[s] - sb[s] for s in sa if s in sb]
+
+
+def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, by_path: dict, metric: str,
+            n_boot: int = N_BOOT, seed: int = SEED) -> list[dict]:
+    """The comparison rows (paired by prompt; by seed when >= 2 seeds pair) of A vs B on `metric`."""
+    base = dict(model=a_row["model"], kind=kind, comparison=f"{_name(a_row)} vs {_name(b_row)}", metric=metric)
+    (a, old_a), (b, old_b) = _scores(_runs(a_row, runs, by_path), metric), _scores(_runs(b_row, runs, by_path), metric)
+    if a == [] or b == []:
+        return []
+    if a is None or b is None:
+        old = old_a or old_b
+        made = f"{PER_PROMPT_SINCE}; this one at git {(old.git_sha or 'unknown')[:12]}"
+        return [{**base, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": None,
+                 "n_prompts": None, "pairing": "none", "result": NO_PER_PROMPT.format(since=made), "note": ""}]
+    ids = {(p, len(v)) for _, p, v in a + b}
+    if len(ids) > 1:
+        (p1, n1), (p2, n2) = sorted(ids)[:2]
+        raise PromptSetMismatch(
+            f"refusing to pair {base['comparison']} ({a_row['model']}, {metric}): its runs were evaluated on different "
+            f"test prompt sets ({p1}, {n1} prompts vs {p2}, {n2} prompts); evaluate every run on the same task, split "
+            "and eval.n_prompts")
+    ma = np.mean([v for _, _, v in a], axis=0)
+    mb = np.mean([v for _, _, v in b], axis=0)
+    diffs = _seed_diffs(a, b, b_once=not bool(b_row.get("trains", True)))
+    seeds = max(len({s for s, *_ in a}), len(diffs))
+    d, lo, hi = paired_bootstrap(ma, mb, n_boot, seed)
+    note = ONE_SEED if len(diffs) < 2 else "seeds averaged per prompt first"
+    rows = [{**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": seeds, "n_prompts": len(ma),
+             "pairing": "by prompt (paired bootstrap)", "result": _detected(lo, hi), "note": note}]
+    if len(diffs) >= 2:
+        d, lo, hi = t_interval(diffs)
+        rows.append({**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs),
+                     "n_prompts": len(ma), "pairing": "by seed (Student-t)", "result": _detected(lo, hi),
+                     "note": "per-seed differences of run means"})
+    return rows
+
+
+def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+    """Every comparison row of an aggregated experiment (aggregate()'s output); raises PromptSetMismatch."""
+    main, runs = agg["main"], agg["runs"]
+    if main.empty or "status" not in main:
+        return pd.DataFrame(columns=COLUMNS)
+    by_path = {r.path: r for r in agg["records"] if r.path}
+    metrics = [m for m in metric_names(runs) if m.startswith(PAIRED_METRICS)]
+    rows = [row for kind, a, b in pairs(main) for m in metrics
+            for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _fmt(v: float, metric: str) -> str:
+    if isnan(v):
+        return "-"
+    return f"{100 * v:+.1f}" if is_percent(metric) else f"{v:+.3f}"
+
+
+def _interval(r) -> str:
+    unit = " points" if is_percent(r["metric"]) else ""
+    return f"{_fmt(r['difference'], r['metric'])}{unit} [{_fmt(r['ci_low'], r['metric'])}, {_fmt(r['ci_high'], r['metric'])}]"
+
+
+def _n(r) -> str:
+    if r["pairing"] == "none":
+        return "-"
+    return f"{int(r['n_seeds'])} seed{'s' * (int(r['n_seeds']) != 1)} / {int(r['n_prompts'])} prompts"
+
+
+NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% interval: "
+        "by prompt, a paired bootstrap over the same test prompts (seeds averaged per prompt first); by seed, a "
+        "Student-t interval over per-seed differences of the run means. `detected` only when the interval excludes 0. "
+        "RL rows are each grid's point chosen on validation.")
+
+
+def comparisons_markdown(df: pd.DataFrame, title: str) -> str:
+    head = ["model", "comparison", "metric", "difference [95% CI]", "seeds / prompts", "paired", "result", "note"]
+    lines = [f"# {title}: paired comparisons\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in df.iterrows():
+        cells = [r["model"], r["comparison"], r["metric"], "-" if r["pairing"] == "none" else _interval(r), _n(r),
+                 r["pairing"], r["result"], r["note"] or ""]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    if df.empty:
+        lines.append("\nNothing to compare (no pair of successful rows: see the module docstring of "
+                     "harness/reporting/comparisons.py for the rules).")
+    return "\n".join(lines) + f"\n\n{NOTE}\n"
+
+
+def findings_markdown(df: pd.DataFrame, title: str) -> str:
+    """Detected differences, then not detected ones, each with its paired interval; then rows not paired."""
+    def line(r, claim: bool) -> str:
+        how = f"paired {r['pairing']}, {_n(r)}"
+        if claim:
+            return (f"- {r['model']}, {r['metric']}: {r['comparison']} differs by {_interval(r)} "
+                    f"({how}; the interval excludes 0).\n")
+        return f"- {r['model']}, {r['metric']}: {r['comparison']}: not detected, {_interval(r)} ({how}).\n"
+    paired = df[df["pairing"] != "none"]
+    found = paired[paired["result"] == "detected"]
+    none = paired[paired["result"] != "detected"]
+    text = f"# {title}: findings\n\nEvidence rule: a sentence claiming a difference quotes a paired 95% interval " \
+           "that excludes zero; otherwise it says \"not detected\".\n\n## Differences detected\n\n"
+    text += "".join(line(r, True) for _, r in found.iterrows()) or "None.\n"
+    text += "\n## Not detected\n\n" + ("".join(line(r, False) for _, r in none.iterrows()) or "None.\n")
+    unpaired = df[df["pairing"] == "none"]
+    if not unpaired.empty:
+        text += "\n## Not paired\n\n" + "".join(f"- {r['model']}, {r['metric']}: {r['comparison']}: {r['result']}\n"
+                                                for _, r in unpaired.iterrows())
+    return text
+
+
+def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
+    """Write comparisons.md, comparisons.csv and findings.md; a PromptSetMismatch is written as its one line
+    (and added to agg["warnings"]) instead of the comparisons. Returns the file names written."""
+    out_dir = Path(out_dir)
+    try:
+        df = comparisons(agg)
+    except PromptSetMismatch as e:
+        agg["warnings"].append(str(e))
+        for name in ("comparisons.md", "findings.md"):
+            write_text_atomic(out_dir / name, f"# {title}: paired comparisons\n\n{e}\n")
+        write_text_atomic(out_dir / "comparisons.csv", pd.DataFrame(columns=COLUMNS).to_csv(index=False))
+        return list(FILES)
+    write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title))
+    write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
+    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title))
+    return list(FILES)

@@ -1,0 +1,177 @@
+"""Paired comparisons (harness/reporting/comparisons.py) and the per-prompt scores they pair.
+
+    python -m pytest tests/test_comparisons.py -q
+"""
+import math
+
+import numpy as np
+import pytest
+
+from harness.core.records import Record, write_record
+from harness.evaluation.metrics import pass_at_k, per_prompt_values, prompt_set_id
+from harness.reporting.aggregate import aggregate
+from harness.reporting.comparisons import (ONE_SEED, PromptSetMismatch, comparisons, pairs, paired_bootstrap,
+                                           t_interval)
+from harness.reporting.report import rebuild
+
+PROMPTS = prompt_set_id([f"prompt {i}" for i in range(100)])
+
+
+def entry(values, prompts=PROMPTS, per_prompt=True):
+    v = [int(x) for x in values]
+    m = float(np.mean(v))
+    e = {"mean": m, "ci_low": m - 0.05, "ci_high": m + 0.05, "n": len(v)}
+    return {**e, "prompts": prompts, "per_prompt": v} if per_prompt else e
+
+
+def passk(counts, n=4, prompts=PROMPTS):
+    m = float(np.mean([pass_at_k(n, c, 1) for c in counts]))
+    return {"mean": m, "ci_low": m, "ci_high": m, "n": len(counts), "prompts": prompts, "correct": list(counts),
+            "n_samples": n}
+
+
+def put(root, name, label, greedy, method="es", seed=0, trains=True, grid=None, point=None, val=None, **kw):
+    metrics = {"test": {"greedy_acc": entry(greedy, **kw)}}
+    if val is not None:
+        metrics["validation"] = {"greedy_acc": entry([val] * 4, prompts="v")}
+    write_record(root / name, Record(status="ok", label=label, model="zoo-1m", method=method, trains=trains, seed=seed,
+                                     grid=grid, cell=grid or label.split(" ")[0] if point else grid or label,
+                                     point=point or {}, metrics=metrics, started_at=len(name)))
+
+
+def planted():
+    base = np.zeros(100, int)
+    base[:50] = 1
+    trained = np.zeros(100, int)
+    trained[:80] = 1
+    return base, trained
+
+
+def test_a_planted_difference_is_detected_by_prompt_pairing(tmp_path):
+    base, trained = planted()
+    put(tmp_path, "a", "Original", base, method="base", trains=False)
+    put(tmp_path, "b", "ES", trained)
+    df = comparisons(aggregate(tmp_path))
+    (row,) = df.itertuples()
+    assert row.kind == "trained vs base" and row.comparison == "ES vs Original" and row.metric == "greedy_acc"
+    assert row.difference == pytest.approx(0.30) and row.ci_low > 0.15 and row.result == "detected"
+    assert row.pairing == "by prompt (paired bootstrap)" and row.n_prompts == 100 and row.n_seeds == 1
+    assert row.note == ONE_SEED  # one seed: the table says it is paired by prompt only
+    rebuild(tmp_path, tmp_path / "out")
+    findings = (tmp_path / "out" / "findings.md").read_text()
+    detected, not_detected = findings.split("## Not detected")
+    assert "ES vs Original differs by +30.0 points [" in detected and "None." in not_detected
+    table = (tmp_path / "out" / "comparisons.md").read_text()
+    assert "paired by prompt only" in table and "detected" in table
+    assert "ES vs Original" in (tmp_path / "out" / "comparisons.csv").read_text()
+
+
+def test_a_null_difference_is_not_detected(tmp_path):
+    rng = np.random.default_rng(0)
+    base = (rng.random(100) < 0.5).astype(int)
+    trained = base.copy()
+    flip = rng.choice(100, 6, replace=False)  # noise: three prompts gained, three lost
+    trained[flip] = 1 - trained[flip]
+    put(tmp_path, "a", "Original", base, method="base", trains=False)
+    put(tmp_path, "b", "ES", trained)
+    (row,) = comparisons(aggregate(tmp_path)).itertuples()
+    assert row.ci_low < 0 < row.ci_high and row.result == "not detected"
+    rebuild(tmp_path, tmp_path / "out")
+    detected, not_detected = (tmp_path / "out" / "findings.md").read_text().split("## Not detected")
+    assert "None." in detected and "ES vs Original: not detected, " in not_detected and "[" in not_detected
+
+
+def test_seed_pairing_matches_a_hand_computed_t_interval(tmp_path):
+    rng = np.random.default_rng(1)
+    es, grpo = {}, {}
+    for s in range(3):
+        es[s] = (rng.random(100) < 0.6 + 0.05 * s).astype(int)
+        grpo[s] = (rng.random(100) < 0.4).astype(int)
+        put(tmp_path, f"es{s}", "ES", es[s], seed=s)
+        put(tmp_path, f"grpo{s}", "GRPO lr=1", grpo[s], method="grpo", seed=s, grid="GRPO", point={"lr": 1}, val=0.5)
+    df = comparisons(aggregate(tmp_path))
+    rows = df[df["kind"] == "ES vs RL"]
+    assert list(rows["pairing"]) == ["by prompt (paired bootstrap)", "by seed (Student-t)"]
+    assert rows.iloc[0]["comparison"] == "ES vs GRPO (chosen on validation: GRPO lr=1)"
+    seed = rows.iloc[1]
+    d = np.array([es[s].mean() - grpo[s].mean() for s in range(3)])
+    half = 4.303 * d.std(ddof=1) / math.sqrt(3)
+    assert seed["difference"] == pytest.approx(d.mean()) and seed["n_seeds"] == 3
+    assert (seed["ci_low"], seed["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
+    by_prompt = rows.iloc[0]
+    ma, mb = np.mean([es[s] for s in range(3)], 0), np.mean([grpo[s] for s in range(3)], 0)
+    assert (by_prompt["difference"], by_prompt["ci_low"], by_prompt["ci_high"]) == pytest.approx(paired_bootstrap(ma, mb))
+    assert t_interval(d) == pytest.approx((seed["difference"], seed["ci_low"], seed["ci_high"]))
+
+
+def test_an_unseeded_base_partners_every_seed(tmp_path):
+    base, trained = planted()
+    put(tmp_path, "a", "Original", base, method="base", trains=False)
+    put(tmp_path, "b0", "ES", trained, seed=0)
+    put(tmp_path, "b1", "ES", np.roll(trained, 1) * (np.arange(100) > 5), seed=1)
+    seed = comparisons(aggregate(tmp_path)).iloc[1]
+    assert seed["pairing"] == "by seed (Student-t)" and seed["n_seeds"] == 2
+
+
+def test_runs_on_different_prompt_sets_are_refused_in_one_line(tmp_path):
+    base, trained = planted()
+    put(tmp_path, "a", "Original", base, method="base", trains=False, prompts=prompt_set_id(["x"] * 100))
+    put(tmp_path, "b", "ES", trained)
+    with pytest.raises(PromptSetMismatch, match="different test prompt sets") as e:
+        comparisons(aggregate(tmp_path))
+    assert "\n" not in str(e.value)
+    rebuild(tmp_path, tmp_path / "out")  # the other tables are still written; the comparisons say why not
+    assert "refusing to pair ES vs Original" in (tmp_path / "out" / "comparisons.md").read_text()
+
+
+def test_old_records_without_per_prompt_scores_say_so(tmp_path):
+    base, trained = planted()
+    put(tmp_path, "a", "Original", base, method="base", trains=False, per_prompt=False)
+    put(tmp_path, "b", "ES", trained, per_prompt=False)
+    (row,) = comparisons(aggregate(tmp_path)).itertuples()
+    assert row.pairing == "none" and math.isnan(row.difference)
+    assert row.result.startswith("no per-prompt scores in these records (made before") and "rerun to pair" in row.result
+    rebuild(tmp_path, tmp_path / "out")
+    assert "## Not paired" in (tmp_path / "out" / "findings.md").read_text()
+
+
+def test_pass_at_k_is_paired_from_stored_counts(tmp_path):
+    for name, label, counts, method in (("a", "Original", [0] * 50 + [2] * 50, "base"), ("b", "ES", [4] * 100, "es")):
+        write_record(tmp_path / name, Record(status="ok", label=label, model="zoo-1m", method=method,
+                                             trains=method != "base", seed=0,
+                                             metrics={"test": {"pass@1": passk(counts)}}))
+    (row,) = comparisons(aggregate(tmp_path)).itertuples()
+    assert row.metric == "pass@1" and row.difference == pytest.approx(0.75) and row.result == "detected"
+
+
+def test_variants_and_population_rules(tmp_path):
+    g = [1, 0] * 50
+    put(tmp_path, "a", "Original", g, method="base", trains=False)
+    put(tmp_path, "b", "ES full", g)
+    put(tmp_path, "c", "ES last layer", g)
+    put(tmp_path, "d", "GRPO then ES", g, method="sequential")
+    for n in (10, 30):
+        put(tmp_path, f"p{n}", f"ES population={n}", g, point={"method.population": n})
+    got = {(k, a["label"], b["label"]) for k, a, b in pairs(aggregate(tmp_path)["main"])}
+    assert ("variant vs full ES", "ES last layer", "ES full") in got
+    assert ("variant vs full ES", "GRPO then ES", "ES full") in got
+    assert ("population N vs N=30", "ES population=10", "ES population=30") in got
+    assert ("trained vs base", "ES full", "Original") in got
+    assert not any(k == "variant vs full ES" and "population" in a for k, a, _ in got)
+
+
+def test_evaluate_stores_per_prompt_scores_consistent_with_its_aggregates():
+    from harness.core.policy import load_policy
+    from harness.evaluation.evaluate import EvalConfig, evaluate
+    from harness.runner.run import build_task
+
+    quick = dict(n_samples=2, pass_ks=[1, 2], maj_ks=[2], n_prompts=4, max_new_tokens=6, n_boot=50, maj_subsets=10)
+    task = build_task("countdown")
+    res = evaluate(load_policy("zoo-100k", device="cpu"), task, "test", EvalConfig(**quick))
+    ids = {m["prompts"] for m in res.metrics.values()}
+    assert ids == {prompt_set_id(task.load("test")["prompt"][:4])}
+    for name, m in res.metrics.items():
+        values = per_prompt_values(m, name)
+        assert len(values) == 4 and values.mean() == pytest.approx(m["mean"], abs=1e-4), name
+    assert set(res.metrics["greedy_acc"]["per_prompt"]) <= {0, 1}
+    assert res.metrics["pass@2"]["n_samples"] == 2 and "per_prompt" not in res.metrics["pass@2"]
