@@ -18,8 +18,10 @@ from hydra.utils import instantiate
 from harness.analysis.drift import drift
 from harness.analysis.groups import GROUPS, group_label
 from harness.analysis.localisation import localisation
+from harness.analysis.null import Walk, null_figures, updated_counts, verdict, walk_of
 from harness.analysis.settings import AnalysisConfig
-from harness.analysis.sparsity import fraction_below, sparsity_curve, sparsity_eval_config, step_size, thresholds, zeroable_at
+from harness.analysis.sparsity import (fraction_below, member_step, sparsity_curve, sparsity_eval_config, step_size,
+                                       thresholds, zeroable_at)
 from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.policy import load_policy
@@ -98,23 +100,48 @@ def analyse_run(record, cfg: AnalysisConfig, bases: Bases) -> dict:
     if record.update.get("base_sha256") != h:
         check_base(policy.model, record.update, record.label, record.model)
     delta = deltas(final, policy.model)
+    walk, why = walk_of(record.method, record.config.get("method", {}), record.train, record.steps)
+    step, rule = step_size(record, walk)
     out = {"name": run_name(record), "model": record.model_key or record.model, "method": record.method,
            "label": record.label, "seed": record.seed, "flops": (record.budget or {}).get("flops_used"),
-           "path": str(run_dir), "tied": tied, "drift": drift(delta, theta0),
-           "localisation": localisation(delta, cfg.top_k, cfg.top_fraction), "entropy": list(record.entropy),
-           "heldout": {t: {m: v["mean"] for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()}}
-    step, rule = step_size(record)
-    if step is None:
-        nz = [d.abs()[d != 0] for d in delta.values()]
-        flat = [float(x.median()) for x in nz if x.numel()]
-        step = sorted(flat)[len(flat) // 2] if flat else 0.0
-    out["sparsity"] = {"step": step, "rule": rule, "below_one_step": fraction_below(delta, step)}
+           "path": str(run_dir), "tied": tied, "entropy": list(record.entropy),
+           "heldout": {t: {m: v["mean"] for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()},
+           **measure(delta, theta0, cfg, walk, why, (step, rule), member_step(record))}
+    step = out["sparsity"]["step"]
     if cfg.sparsity_prompts and step > 0:
         task = instantiate(record.config["task"])
         ecfg = sparsity_eval_config(record, cfg.sparsity_prompts, cfg.sparsity_samples)
         rows = sparsity_curve(policy, task, theta0, final, delta, thresholds(step, cfg.sparsity_multiples), ecfg)
         out["sparsity"].update(rows=rows, prompts=cfg.sparsity_prompts, samples=cfg.sparsity_samples,
                                zeroable_1pt=zeroable_at(rows))
+    return out
+
+
+def measure(delta: dict, theta0: dict, cfg: AnalysisConfig, walk: Walk | None, why: str,
+            step: tuple[float | None, str], member: tuple[float | None, str] = (None, "")) -> dict:
+    """Drift, localisation and the fractions below one step (and one member's step), each beside its
+    random-walk null when the run has one (`walk`; else `why` there is none: harness/analysis/null.py)."""
+    out = {"drift": drift(delta, theta0), "localisation": localisation(delta, cfg.top_k, cfg.top_fraction)}
+    step, rule = step
+    if step is None:
+        nz = [d.abs()[d != 0] for d in delta.values()]
+        flat = [float(x.median()) for x in nz if x.numel()]
+        step = sorted(flat)[len(flat) // 2] if flat else 0.0
+    sp = {"step": step, "rule": rule, "below_one_step": fraction_below(delta, step)}
+    if member[0]:
+        sp.update(member_step=member[0], member_rule=member[1], below_member_step=fraction_below(delta, member[0]))
+    out["sparsity"] = sp
+    if walk is None or walk.t < 1:
+        out["null"] = {"none": why or "no null: no applied update"}
+        return out
+    counts = updated_counts(delta)
+    if not counts:
+        out["null"] = {"none": "no null: no coordinate was updated"}
+        return out
+    below = {"one_step": (step, sp["below_one_step"])}
+    if member[0]:
+        below["member_step"] = (member[0], sp["below_member_step"])
+    out["null"] = null_figures(walk, counts, out["drift"], out["localisation"], below)
     return out
 
 
@@ -185,36 +212,54 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
         L.append("## Runs not analysed\n")
         L += [f"- {x}" for x in s["not_ok"] + s["skipped"]]
         L.append("")
-    L += ["## Relative drift ‖delta‖ / ‖theta0‖\n", _row(["run", "whole", *(lab[g] for g in present)]),
-          "|" + "---|" * (2 + len(present))]
+    L += null_section(runs)
+    L += ["## Relative drift ‖delta‖ / ‖theta0‖\n",
+          "Each ES cell: measured (null, measured/null). ‖delta‖ is the update's norm; its null alpha/N sqrt(d sum_t S_t).\n",
+          _row(["run", "‖delta‖", "whole", *(lab[g] for g in present), "null"]), "|" + "---|" * (4 + len(present))]
     for r in runs:
-        gs = r["drift"]["groups"]
-        L.append(_row([r["name"], _g(r["drift"]["whole"]), *(_g(gs[g]["drift"]) if g in gs else "-" for g in present)]))
+        gs, nl = r["drift"]["groups"], r["null"]
+        nd = nl.get("drift", {})
+        norm = _vs(r["drift"]["delta_norm"], nl.get("delta_norm"))
+        L.append(_row([r["name"], norm, _vs(r["drift"]["whole"], nd.get("whole")),
+                       *(_vs(gs[g]["drift"], nd.get(g)) if g in gs else "-" for g in present),
+                       _verdict(nl, "drift", nd)]))
     if s["ratios"]:
         L += ["", "ES / GRPO whole-model drift (paper: 41x on Qwen2.5-1.5B-Instruct, 44x on Llama-3.2-3B-Instruct):", ""]
         L += [f"- {m}: ES {_g(v['es'])} / GRPO {_g(v['grpo'])} = {v['ratio']:.1f}x" for m, v in s["ratios"].items()]
-    for key, title in (("top_k_counts", f"the top {cfg.top_k}"), ("top_fraction_counts", f"the top {cfg.top_fraction:.1%}")):
+    for key, nkey, title in (("top_k_counts", "top_k", f"the top {cfg.top_k}"),
+                             ("top_fraction_counts", "top_fraction", f"the top {cfg.top_fraction:.1%}")):
         L += ["", f"## Localisation: groups among {title} largest |delta| coordinates\n",
-              _row(["run", "coordinates", *(lab[g] for g in present)]), "|" + "---|" * (2 + len(present))]
+              "Each ES cell: count (null: k x the group's share of updated coordinates, count/null).\n",
+              _row(["run", "coordinates", *(lab[g] for g in present), "null"]), "|" + "---|" * (3 + len(present))]
         for r in runs:
-            loc = r["localisation"]
+            loc, nl = r["localisation"], r["null"]
             n = loc["top_k"] if key == "top_k_counts" else loc["k_fraction"]
-            L.append(_row([r["name"], n, *(loc[key].get(g, 0) for g in present)]))
+            cells = nl.get(nkey, {})
+            L.append(_row([r["name"], n, *(_vs(loc[key].get(g, 0), cells.get(g), count=True) for g in present),
+                           _verdict(nl, nkey, cells)]))
     L += ["", "## Largest |delta| per group\n", _row(["run", *(lab[g] for g in present)]), "|" + "---|" * (1 + len(present))]
     for r in runs:
         L.append(_row([r["name"], *(_g(r["localisation"]["max_abs"].get(g)) for g in present)]))
     L += ["", "## Functional sparsity\n",
           "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
           f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
-          "One step: ES alpha/N x max abs(z) x E abs(eps) (= sqrt(2/pi) for standard normal eps; max abs(z) the median "
-          "over iterations); "
-          "GRPO/PPO the learning rate (Adam's step). Paper: 77.6-93.0% of nonzero ES coordinates below one step.\n",
-          _row(["run", "one step", "rule", "below one step", "largest share zeroed at < 1 pt greedy lost"]), "|---|---|---|---|---|"]
+          "One step: ES one ES update, the RMS per coordinate of one applied iteration's update "
+          "(alpha/sqrt(N) for z-scores; NOTE-076's \"magnitude range of a single ES update\"); "
+          "GRPO/PPO the learning rate (Adam's step). One member's step (the harness's earlier \"one step\"): "
+          "alpha/N x max abs(z) x E abs(eps), the largest single member's contribution in one iteration. "
+          "Null: erf(t / (s sqrt 2)), s = the walk's RMS per coordinate. "
+          "Paper: 77.6-93.0% of nonzero ES coordinates below one step.\n",
+          _row(["run", "one step", "rule", "below one step (null, ratio)", "one member's step",
+                "below it (null, ratio)", "null", "largest share zeroed at < 1 pt greedy lost"]),
+          "|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        sp = r["sparsity"]
+        sp, nl = r["sparsity"], r["null"]
         z = sp.get("zeroable_1pt")
-        L.append(_row([r["name"], _g(sp["step"]), sp["rule"], f"{100 * sp['below_one_step']:.1f}%",
-                       "-" if z is None else f"{100 * z:.1f}%"]))
+        b = nl.get("below", {})
+        L.append(_row([r["name"], _g(sp["step"]), sp["rule"], _pct_vs(sp["below_one_step"], b.get("one_step")),
+                       _g(sp.get("member_step")),
+                       _pct_vs(sp["below_member_step"], b.get("member_step")) if "below_member_step" in sp else "-",
+                       _verdict(nl, list(b), b), "-" if z is None else f"{100 * z:.1f}%"]))
     for r in runs:
         rows = r["sparsity"].get("rows")
         if rows:
@@ -237,6 +282,57 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
                            *(_pct(r["heldout"].get(t, {}).get("greedy_acc")) for t in tasks)]))
     L += ["", PAPER]
     return "\n".join(L) + "\n"
+
+
+def null_section(runs: list[dict]) -> list[str]:
+    """The random-walk null's parameters per run (harness/analysis/null.py)."""
+    L = ["## The random-walk null (harness/analysis/null.py)\n",
+         "With no learning signal ES's update is a random walk: after T applied iterations every updated "
+         "coordinate is N(0, s^2), s = alpha/N sqrt(sum_t S_t) (S_t = sum of the squared reward weights; "
+         "z-scores: S_t = N, s = alpha sqrt(T/N)). Its predictions: ‖delta‖ = s sqrt(d); each group's share "
+         "of the largest |delta| = its share of the updated coordinates; fraction below t = erf(t / (s sqrt 2)). "
+         "Beside each ES figure: its null and measured/null. Tolerances: drift |ratio-1| <= max(2%, 3/sqrt(2n)) "
+         "(the null's own spread over n coordinates); counts within 3 binomial sd + 1; fractions within "
+         "max(1 point, 3 binomial sd). A row inside every tolerance is marked as matching the null; GRPO/PPO "
+         "(Adam) have no random-walk null.\n",
+         _row(["run", "normalisation", "alpha", "N", "T applied", "one ES update s1", "s (total RMS)", "notes"]),
+         "|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        w = r["null"].get("walk")
+        if w is None:
+            L.append(_row([r["name"], r["null"]["none"], "-", "-", "-", "-", "-", "-"]))
+        else:
+            L.append(_row([r["name"], w["rule"], _g(w["alpha"]), w["n"], w["t"], _g(w["s1"]), _g(w["s"]),
+                           "; ".join(w["notes"]) or "-"]))
+    return L + [""]
+
+
+def _vs(obs, cell, count: bool = False) -> str:
+    """`obs (null x, r x)`, or obs alone when there is no null."""
+    o = str(obs) if count else _g(obs)
+    if not cell or cell.get("null") is None:
+        return o
+    null = f"{cell['null']:.1f}" if count else _g(cell["null"])
+    return f"{o} (null {null}, {_r(cell['ratio'])})"
+
+
+def _pct_vs(obs, cell) -> str:
+    o = f"{100 * obs:.1f}%"
+    return o if not cell else f"{o} (null {100 * cell['null']:.1f}%, {_r(cell['ratio'])})"
+
+
+def _r(x) -> str:
+    return "inf" if x is None or math.isinf(x) else f"{x:.2f}x"
+
+
+def _verdict(nl: dict, keys, cells: dict) -> str:
+    """MATCH, where the row departs from the null, or why there is no null."""
+    if "none" in nl:
+        return nl["none"]
+    keys = [keys] if isinstance(keys, str) else keys
+    ok = all(nl["verdict"][k] for k in keys)
+    bad = [f"{g} {_r(c['ratio'])}" for g, c in cells.items() if not c["ok"]]
+    return verdict(ok, ", ".join(bad[:4]))
 
 
 def _pct(x) -> str:

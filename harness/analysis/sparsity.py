@@ -6,10 +6,13 @@ threshold inf exactly the base model.
 
 The ladder starts at the size of one step and doubles (analysis.sparsity_multiples), with 0 and inf
 at the ends. One step:
-  ES    alpha / N x max|z| x E|eps|: the largest single-member contribution to a coordinate in one
-        iteration, where eps ~ N(0, 1) (sigma is folded into alpha in methods/es.py), E|eps| = sqrt(2/pi),
-        and max|z| is the median over iterations of the population's largest |z-score|, from the step
-        log: max(reward_max - mean, mean - reward_min) / reward_std.
+  ES    one ES update (NOTE-076: "within the magnitude range of a single ES update"): the RMS per
+        coordinate of one applied iteration's update, s1 = alpha/N sqrt(S_t) (zscore: alpha/sqrt(N)),
+        from harness/analysis/null.py. The harness's earlier "one step", alpha/N x max|z| x E|eps| (eps ~
+        N(0, 1); max|z| the median over iterations of the population's largest |z-score|, from the step
+        log), is the largest single member's contribution to a coordinate in one iteration, about
+        sqrt(N)/(max|z| 0.8) ~ 2-4x smaller than s1; it is kept as "one member's step" (member_step)
+        and is the ladder's unit only for an ES variant with no null (centered_ranks).
   GRPO, PPO (Adam)  the learning rate: Adam's per-coordinate step is about lr.
   other  the median nonzero |delta| (said in the table).
 The fraction zeroed is over the update's nonzero coordinates, as in the paper (77.6-93.0% below one
@@ -29,23 +32,37 @@ from harness.evaluation.evaluate import EvalConfig, evaluate
 ADAM_METHODS = ("grpo", "ppo")
 
 
-def step_size(record) -> tuple[float | None, str]:
-    """(one step's size, the rule used) for the run's method, from its config and step log."""
+def member_step(record) -> tuple[float | None, str]:
+    """(one member's largest step, the rule): alpha/N x max|z| x E|eps|, for an ES run; (None, "") otherwise."""
+    m = record.config.get("method", {})
+    if record.method != "es":
+        return None, ""
+    alpha = (record.train or {}).get("alpha") or m.get("alpha")
+    n = m.get("population")
+    zs = []
+    for s in record.steps:
+        e = s.get("extras", {})
+        std, mean = s.get("reward_std"), s.get("reward_mean")
+        if e.get("skipped") or not std or e.get("reward_max") is None:
+            continue
+        zs.append(max(e["reward_max"] - mean, mean - e["reward_min"]) / (std + 1e-8))
+    if not (alpha and n and zs):
+        return None, ""
+    zmax = statistics.median(zs)
+    return (alpha / n * zmax * math.sqrt(2 / math.pi),
+            f"alpha/N x max abs(z) x E abs(eps) = {alpha:g}/{n} x {zmax:.2f} x 0.798")
+
+
+def step_size(record, walk=None) -> tuple[float | None, str]:
+    """(one step's size, the rule used) for the run's method: one ES update (walk.s1) when the run has a
+    random-walk null (harness/analysis/null.py Walk), else one member's step; Adam's lr for GRPO/PPO."""
     m = record.config.get("method", {})
     if record.method == "es":
-        alpha = (record.train or {}).get("alpha") or m.get("alpha")
-        n = m.get("population")
-        zs = []
-        for s in record.steps:
-            e = s.get("extras", {})
-            std, mean = s.get("reward_std"), s.get("reward_mean")
-            if e.get("skipped") or not std or e.get("reward_max") is None:
-                continue
-            zs.append(max(e["reward_max"] - mean, mean - e["reward_min"]) / (std + 1e-8))
-        if alpha and n and zs:
-            zmax = statistics.median(zs)
-            return (alpha / n * zmax * math.sqrt(2 / math.pi),
-                    f"alpha/N x max abs(z) x E abs(eps) = {alpha:g}/{n} x {zmax:.2f} x 0.798")
+        if walk is not None and walk.s1 > 0:
+            return walk.s1, f"one ES update: RMS per coordinate = alpha/N sqrt(S_t) ({walk.rule})"
+        step, rule = member_step(record)
+        if step:
+            return step, f"one member's step: {rule}"
     if record.method in ADAM_METHODS and m.get("learning_rate"):
         return float(m["learning_rate"]), f"Adam step ~ lr = {m['learning_rate']:g}"
     return None, "median nonzero |delta|"
