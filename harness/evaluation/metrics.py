@@ -16,7 +16,7 @@ import numpy as np
 # Per-prompt scores kept in each metric entry of a record (harness/reporting/comparisons.py pairs them):
 #   "prompts": prompt_set_id of the split's evaluated prompts, in order (a prompt's id is its row index
 #              within that set);
-#   "per_prompt": one value per prompt (greedy_acc 0/1 ints, rewards and maj@k floats rounded to
+#   "per_prompt": one value per prompt (greedy_acc 0/1 ints when binary, rewards and maj@k floats rounded to
 #              PER_PROMPT_DIGITS), or for pass@k "correct" (correct samples c per prompt, ints) and
 #              "n_samples" (n), from which pass_at_k(n, c, k) recomputes each prompt's pass@k exactly.
 PER_PROMPT_DIGITS = 4
@@ -182,8 +182,8 @@ def attach_per_prompt(metrics: dict[str, dict], per_prompt: dict[str, list[float
         entry["prompts"] = pid
         if name.startswith("pass@") and counts is not None:
             entry["correct"], entry["n_samples"] = [int(c) for c in counts], int(n_samples)
-        elif name == "greedy_acc":
-            entry["per_prompt"] = [int(round(v)) for v in per_prompt[name]]
+        elif name == "greedy_acc" and all(v in (0, 1) for v in per_prompt[name]):
+            entry["per_prompt"] = [int(v) for v in per_prompt[name]]
         else:
             entry["per_prompt"] = [round(float(v), PER_PROMPT_DIGITS) for v in per_prompt[name]]
     return metrics
