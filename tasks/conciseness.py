@@ -8,11 +8,11 @@ reward normalised so that -2000 maps to 0 and 0 (exact length) maps to 1:
 `normalised_reward(r) = 1 + r / 2000` (linear, not clipped: more than 2,000 characters off is < 0).
 
 Data: tasks/data/conciseness/prompts.jsonl, a prompt set written for this project (not the paper's
-data; released with the project's code): two training prompts and eight held-out test prompts, each
-with a short target answer, rows {"split", "prompt", "target"}.
-Validation = the two training prompts: with so few prompts there is nothing to carve out, and
-reusing test prompts for model selection would leak them (the Countdown `paper` source makes the
-same choice).
+data; released with the project's code): two training prompts, two validation prompts and eight
+held-out test prompts, each with a short target answer, rows {"split", "prompt", "target"}.
+Validation = the rows with split "validation", never a training or test prompt (a prompt in two
+splits is refused). Before task version 2, validation was the two training prompts; a `path` file
+without validation rows still loads train and test, and load("validation") names the missing rows.
 
 Scoring: reward = -|len(completion.strip()) - len(target)|; `extract_answer` is the stripped
 completion; `is_correct` is a case-insensitive exact match with the target (a strict accuracy
@@ -48,8 +48,8 @@ class Conciseness:
         version: bump when scores change.
         n_eval: use at most this many test/validation prompts (None = all).
         max_new_tokens: completion length for evaluation and training.
-        path: a jsonl file of {"split": "train"|"test", "prompt", "target"}, instead of the
-            shipped set.
+        path: a jsonl file of {"split": "train"|"validation"|"test", "prompt", "target"}, instead
+            of the shipped set.
         normalise: report (and train on) the paper's Table 2 scale, 1 + r/2000, instead of r.
             The map is affine with a positive slope, so ES's z-scores and GRPO's group-normalised
             advantages are unchanged by it.
@@ -65,16 +65,16 @@ class Conciseness:
         self.path, self.normalise = path, normalise
 
     def load(self, split: str) -> datasets.Dataset:
-        """Rows with `prompt` and `target`; validation = the training prompts (module docstring)."""
+        """Rows with `prompt` and `target` of the rows with that split (module docstring)."""
         if split not in ("train", "validation", "test"):
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
         path = DATA_DIR / "conciseness" / "prompts.jsonl"
         path = user_path(self.path, "a conciseness prompt file") if self.path else path
-        wanted = "test" if split == "test" else "train"
         rows = [{"prompt": r["prompt"], "target": r["target"]}
-                for r in _read_rows(path) if r["split"] == wanted]
+                for r in _read_rows(path) if r["split"] == split]
         if not rows:
-            raise TaskDataError(f"{path}: no rows with split={wanted!r}; add at least one")
+            raise TaskDataError(f"{path}: no rows with split={split!r}; add at least one"
+                                + (" (a prompt that is in neither train nor test)" if split == "validation" else ""))
         if split != "train" and self.n_eval:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
@@ -104,16 +104,20 @@ class Conciseness:
 
 def _read_rows(path: Path) -> list[dict]:
     """Validated rows {"split", "prompt", "target"}; a bad one is named `path:line`."""
-    fix = 'each row needs "split" ("train" or "test") and string "prompt" and "target"'
-    rows = []
+    fix = 'each row needs "split" ("train", "validation" or "test") and string "prompt" and "target"'
+    rows, first = [], {}
     for i, r in read_jsonl(path, "conciseness prompt"):
         if not isinstance(r, dict):
             raise row_error(path, i, f"the row is {json_kind(r)}, not an object", fix)
-        if r.get("split") not in ("train", "test"):
+        if r.get("split") not in ("train", "validation", "test"):
             raise row_error(path, i, f"field `split` is {_describe(r, 'split')}", fix)
         for field in ("prompt", "target"):
             if not isinstance(r.get(field), str):
                 raise row_error(path, i, f"field `{field}` is {_describe(r, field)}", fix)
+        split, line = first.setdefault(r["prompt"], (r["split"], i))
+        if split != r["split"]:  # splits must be disjoint: a selection or test prompt seen in training leaks
+            raise row_error(path, i, f"the prompt is also a {split} prompt (line {line})",
+                            "a prompt belongs to one split only; delete or reword one of them")
         rows.append(r)
     return rows
 

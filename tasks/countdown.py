@@ -5,10 +5,16 @@ Sources (`source=` in conf/task/countdown*.yaml):
   solvable, with a reference solution; the zoo models are trained on its train split. Splits are
   disjoint by construction: each (numbers, target) problem is assigned to a split by a hash.
 - "tinyzero": the shipped 10,002-row slice of Countdown-Tasks-3to4 (tasks/data/countdown, Apache-2.0);
-  validation = last 500 train rows.
+  validation = last 500 rows of its train file, less any problem (the multiset of numbers and the
+  target, in any order) that the rest of the train file or the test file also holds: 497 rows.
 - "paper": the ES paper's own 2,200-item file from a user-supplied `path` (non-commercial licence,
-  never shipped): first 200 rows train, last 2,000 test. The paper has no validation split, so
-  validation = the 200 train rows (model selection on train data; the paper's own protocol).
+  never shipped): first 200 rows train, last 2,000 test. The paper has no validation split and the
+  file has no row outside those two, so validation = the "tinyzero" validation rows (the same HF
+  split, rows 7,501-8,000 of it; the paper's file is the head of it) less any problem anywhere in
+  the paper's file: never a row the paper trains or tests on. (Before task version 2, validation was
+  the 200 train rows.)
+
+Every source's validation split is disjoint from its train and test problems (tests/test_splits.py).
 
 Templates: "compact" for the zoo's base models (`3 7 12>22:` -> `(12+7)+3`), and "think" for
 instruct models (reasoning in <think></think>, final equation in <answer></answer>).
@@ -112,15 +118,21 @@ class Countdown:
         return generate_problems(split, SPLIT_SIZES[split], seed=self.seed, numbers=self.numbers)
 
     def _tinyzero_rows(self, split: str) -> list[dict]:
+        test = _read_rows(DATA_DIR / "countdown" / "test.jsonl")
         if split == "test":
-            return _read_rows(DATA_DIR / "countdown" / "test.jsonl")
+            return test
         train = _read_rows(DATA_DIR / "countdown" / "train.jsonl")
-        return train[-500:] if split == "validation" else train[:-500]
+        if split == "train":
+            return train[:-500]
+        # 3 of the last 500 rows repeat a training problem with its numbers in another order
+        return _without(train[-500:], train[:-500] + test)
 
     def _paper_rows(self, split: str) -> list[dict]:
         rows = _read_rows(user_path(self.path, "the paper's Countdown file"))
         if len(rows) < 2200:
             raise TaskDataError(f"{self.path}: expected the paper's 2,200 rows, found {len(rows)}")
+        if split == "validation":  # outside the file: its rows are all train (first 200) or test (last 2,000)
+            return _without(self._tinyzero_rows("validation"), rows)
         return rows[-2000:] if split == "test" else rows[:200]
 
     # ---- scoring ----
@@ -209,6 +221,17 @@ def _full_format(text: str) -> bool:
         return False
     m = _THINK_TO_ANSWER.search(s, len("<think>"))  # the earliest leaves the most room after it
     return m is not None and m.end() <= len(s) - len("</answer>")
+
+
+def problem_key(row: dict) -> tuple:
+    """A problem whatever the order of its numbers: (sorted numbers, target)."""
+    return tuple(sorted(row["nums"])), row["target"]
+
+
+def _without(rows: list[dict], others: list[dict]) -> list[dict]:
+    """`rows` less every problem that `others` holds (in any order of its numbers)."""
+    taken = {problem_key(r) for r in others}
+    return [r for r in rows if problem_key(r) not in taken]
 
 
 def _read_rows(path: Path) -> list[dict]:
