@@ -45,7 +45,6 @@ FIXTURE_DIR = DATA_DIR / "csqa" / "fixture"
 # official split -> the file names a task.path directory may hold (original release, hub export)
 FILES = {"train": ("train_rand_split.jsonl", "train.jsonl"),
          "validation": ("dev_rand_split.jsonl", "validation.jsonl")}
-SOURCES = ("fixture", "local", "hub")
 
 
 class CommonsenseQA(MultipleChoiceTask):
@@ -67,20 +66,12 @@ class CommonsenseQA(MultipleChoiceTask):
 
     def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "fixture", path: str | None = None):
-        if source not in SOURCES:
-            raise TaskDataError(f"task.source={source!r} is unknown; use hub, local (with "
-                                "task.path=/dir) or fixture")
-        if source == "local" and not path:
-            raise TaskDataError("task.source=local needs task.path=/dir holding "
-                                "train_rand_split.jsonl and dev_rand_split.jsonl (no CommonsenseQA "
-                                "copy is shipped); or use task.source=hub")
-        if source != "local" and path:
-            raise TaskDataError(f"task.path is only read with task.source=local (not {source}); "
-                                "drop one of them")
+        self._set_source(source, path, "/dir", "task.source=local needs task.path=/dir holding "
+                         "train_rand_split.jsonl and dev_rand_split.jsonl (no CommonsenseQA "
+                         "copy is shipped); or use task.source=hub")
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.path = path
-        self._set_source(source)
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:

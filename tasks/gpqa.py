@@ -51,7 +51,6 @@ from tasks.multiple_choice import MultipleChoiceTask, format_prompt, letters_for
 
 HUB_ID = "Idavidrein/gpqa"
 SUBSETS = ("diamond", "main", "extended")
-SOURCES = ("fixture", "local", "hub")
 FIXTURE = DATA_DIR / "gpqa" / "fixture.csv"
 ANSWER_COLUMNS = ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 COLUMNS = ("Record ID", "Question", *ANSWER_COLUMNS)
@@ -88,22 +87,15 @@ class GPQA(MultipleChoiceTask):
 
     def __init__(self, version: int = 1, n_eval: int | None = None, max_new_tokens: int = 1024,
                  source: str = "fixture", subset: str = "diamond", path: str | None = None):
-        if source not in SOURCES:
-            raise TaskDataError(f"task.source={source!r} is unknown; use hub, local (with "
-                                "task.path=/path/to/gpqa_diamond.csv) or fixture")
+        self._set_source(source, path, "/path/to/gpqa_diamond.csv",
+                         "task.source=local needs task.path=/path/to/gpqa_<subset>.csv (GPQA "
+                         "is never shipped: its authors ask that the questions stay out of "
+                         "public text); or use task.source=hub")
         if subset not in SUBSETS:
             raise TaskDataError(f"task.subset={subset!r} is unknown; use {', '.join(SUBSETS)}")
-        if source == "local" and not path:
-            raise TaskDataError("task.source=local needs task.path=/path/to/gpqa_<subset>.csv (GPQA "
-                                "is never shipped: its authors ask that the questions stay out of "
-                                "public text); or use task.source=hub")
-        if source != "local" and path:
-            raise TaskDataError(f"task.path is only read with task.source=local (not {source}); "
-                                "drop one of them")
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.subset, self.path = subset, path
-        self._set_source(source)
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:

@@ -79,7 +79,7 @@ import datasets
 from tasks import mbpp_judge, mbpp_runner, sandbox
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, parse_json, read_text,
                         row_error, user_path)
-from tasks.mbpp import expected_in_clean_run, extract_code
+from tasks.mbpp import check_sandbox_settings, expected_in_clean_run, extract_code
 
 HUB_ID = "openai/openai_humaneval"
 WHAT = "HumanEval data"
@@ -151,12 +151,7 @@ class HumanEval:
         if source == "hub" and path:
             raise TaskDataError("task.path is only read with task.source=local; drop one of them")
         check_count("n_eval", n_eval)
-        if not timeout_s > 0 or memory_mb < 64:
-            raise TaskDataError("task.timeout_s must be > 0 and task.memory_mb >= 64 (Python "
-                                "itself needs ~30 MiB of address space)")
-        if not judge_s > 0:
-            raise TaskDataError(f"task.judge_s={judge_s} must be > 0 (seconds of judging per "
-                                "completion, e.g. 2)")
+        check_sandbox_settings(timeout_s, memory_mb, judge_s)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
         self.timeout_s, self.memory_mb = timeout_s, memory_mb

@@ -94,12 +94,7 @@ class MBPP:
         if source != "local":
             raise TaskDataError(f"task.source={source!r} is unknown; MBPP is shipped, use local "
                                 "(or task.path=/path/to/mbpp.jsonl for another copy)")
-        if timeout_s <= 0 or memory_mb < 64:
-            raise TaskDataError("task.timeout_s must be > 0 and task.memory_mb >= 64 (Python "
-                                "itself needs ~30 MiB of address space)")
-        if not judge_s > 0:
-            raise TaskDataError(f"task.judge_s={judge_s} must be > 0 (seconds of judging per "
-                                "completion, e.g. 2)")
+        check_sandbox_settings(timeout_s, memory_mb, judge_s)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
@@ -272,6 +267,16 @@ def _notes(survey: dict) -> list[str]:
         notes.append(f"{inside} tests of this data have a shape the judge cannot split; they run "
                      "as asserts inside the sandbox, where a forged result could pass them")
     return notes
+
+
+def check_sandbox_settings(timeout_s: float, memory_mb: int, judge_s: float) -> None:
+    """task.timeout_s, task.memory_mb and task.judge_s of a sandboxed code task (MBPP, HumanEval)."""
+    if not timeout_s > 0 or memory_mb < 64:
+        raise TaskDataError("task.timeout_s must be > 0 and task.memory_mb >= 64 (Python "
+                            "itself needs ~30 MiB of address space)")
+    if not judge_s > 0:
+        raise TaskDataError(f"task.judge_s={judge_s} must be > 0 (seconds of judging per "
+                            "completion, e.g. 2)")
 
 
 def expected_in_clean_run(pending: list, setup: str, what: str, fix: str, timeout_s: float, memory_mb: int,

@@ -182,6 +182,9 @@ def parse_letter(text: str, n_choices: int) -> str | None:
     return found
 
 
+SOURCES = ("fixture", "local", "hub")  # fixture: the hand-written rows, NOT the benchmark
+
+
 class MultipleChoiceTask:
     """Scoring shared by the multiple-choice tasks.
 
@@ -197,7 +200,19 @@ class MultipleChoiceTask:
     source: str
     fixture_dir: str
 
-    def _set_source(self, source: str) -> None:
+    def _set_source(self, source: str, path: str | None, path_example: str, local_needs: str) -> None:
+        """Check task.source and task.path together (one line naming the fix), then set the source.
+
+        `path_example`: what task.path holds, for the unknown-source message; `local_needs`: the
+        message when source=local comes without a path."""
+        if source not in SOURCES:
+            raise TaskDataError(f"task.source={source!r} is unknown; use hub, local (with "
+                                f"task.path={path_example}) or fixture")
+        if source == "local" and not path:
+            raise TaskDataError(local_needs)
+        if source != "local" and path:
+            raise TaskDataError(f"task.path is only read with task.source=local (not {source}); "
+                                "drop one of them")
         self.source = source
         if source == "fixture":
             self.name = f"{type(self).name}-fixture"
