@@ -125,6 +125,10 @@ class ESConfig:
         """ES workers: `engine.workers` (the one place it is set)."""
         return int(self.engine.get("workers", 1))
 
+    @property
+    def engine_name(self) -> str:
+        return self.engine.get("name") or "hf"
+
     def _check_variants(self) -> None:
         if hasattr(self.lora, "_metadata"):  # a Hydra node: plain (JSON for checkpoints)
             from omegaconf import OmegaConf
@@ -225,8 +229,7 @@ class ES(ConfiguredMethod):
         names_shapes = named if named is not None else list(policy.model.named_parameters())  # a meta model will do
         spec = noise_spec([n for n, _ in names_shapes], [tuple(p.shape) for _, p in names_shapes], c.params,
                           c.noise_rank)
-        engine = plain_engine(c.engine)
-        pool = self._start_workers(policy, task, engine, named)
+        pool = self._start_workers(policy, task, c.engine, named)
         k = len(pool.workers)
         try:
             indices = None if spec.indices is None else list(spec.indices)
@@ -249,7 +252,7 @@ class ES(ConfiguredMethod):
         return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
                 "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
                 "last_reward_mean": last.reward_mean if last else None, "workers": k,
-                "engine": engine["name"], "master_checksum": checksum}
+                "engine": c.engine_name, "master_checksum": checksum}
 
     def _start_workers(self, policy: Policy, task: Task, engine: dict, named: list | None):
         c = self.config
@@ -297,7 +300,7 @@ class ES(ConfiguredMethod):
                            iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norms[0],
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
                            **{f"time_{key}_s": v for key, v in t.items()}, time_update_s=t_update,
-                           time_score_wall_s=t_score, workers=k, engine=plain_engine(c.engine)["name"],
+                           time_score_wall_s=t_score, workers=k, engine=c.engine_name,
                            master_checksum=checksum, tokens=sum(m["tokens"] for m in scored))
 
     def _check_fits(self, policy, task, ledger, rows) -> None:
@@ -316,7 +319,7 @@ class ES(ConfiguredMethod):
         """Worker 0 writes the master (run_dir must be on a filesystem every node sees); state.json last."""
         state = {"iteration": iteration, "config": asdict(self.config), "rng": "a pure function of (seed, iteration)",
                  "ledger": ledger.state_dict(),
-                 "population": {"workers": len(pool.workers), "engine": plain_engine(self.config.engine)["name"]}}
+                 "population": {"workers": len(pool.workers), "engine": self.config.engine_name}}
 
         def write(tmp: Path) -> None:
             pool.call("save_master", [(str(tmp / "master.safetensors"),)], "checkpointing")  # worker 0 only

@@ -18,11 +18,15 @@ class ConfigError(UserError, ValueError):
     """A composed config is wrong: an unknown key, a wrong type, an impossible combination."""
 
 
+def did_you_mean(name: str, valid, listing: str = "valid keys") -> str:
+    """The hint after an unknown name: the nearest valid one, or (none near) all of them after `listing`."""
+    near = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.5)
+    return f"; did you mean {near[0]!r}?" if near else f"; {listing}: {', '.join(sorted(valid))}"
+
+
 def unknown_key(key: str, where: str, valid: set[str]) -> ConfigError:
     """The error for a key that is not one of `valid`, naming the nearest valid key (or all of them)."""
-    near = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.5)
-    hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(sorted(valid))}"
-    return ConfigError(f"unknown key {key!r} in {where}{hint}")
+    return ConfigError(f"unknown key {key!r} in {where}{did_you_mean(key, valid)}")
 
 
 def check_keys(node, valid: set[str], where: str) -> None:

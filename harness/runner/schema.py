@@ -12,12 +12,11 @@ at load, not in every run; `method.params` must be a named set or a regex that c
 """
 from __future__ import annotations
 
-import difflib
 import math
 import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from harness.core.errors import ConfigError, check_keys, unknown_key
+from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
 from harness.core.paths import CONF_DIR
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
@@ -63,9 +62,7 @@ def _check_held_out(cfg: DictConfig) -> None:
         named.append(("analysis.entropy_task", analysis.get("entropy_task")))
     for where, name in named:
         if str(name) not in tasks:
-            near = difflib.get_close_matches(str(name), sorted(tasks), n=1, cutoff=0.5)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; choose from: {', '.join(sorted(tasks))}"
-            raise ConfigError(f"{where} names unknown task {name!r}{hint}")
+            raise ConfigError(f"{where} names unknown task {name!r}{did_you_mean(name, tasks, 'choose from')}")
 
 
 def _is_int(v) -> bool:
