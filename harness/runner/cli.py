@@ -75,11 +75,20 @@ def main(cfg: DictConfig) -> None:
 
 
 def _missing_hub_model(cfg: DictConfig) -> str | None:
-    """A single run's hub model that cannot load offline, said before torch loads (harness/core/hub.py)."""
+    """A model that cannot load, said before torch loads: a hub id not cached offline (harness/core/hub.py),
+    or a wheel model not materialised (harness/core/wheels.py; for an experiment, any of its models)."""
+    from harness.core import wheels
     from harness.core.paths import ZOO_DIR
     from harness.runner.model_arg import is_hub_id
 
+    entries = cfg.get("models") or [] if is_experiment(cfg) else []
+    names = [str(m.get("name")) if hasattr(m, "get") else str(m) for m in entries]  # option names: a wheel's is its name
     name = str(cfg.model.get("name_or_path") or "")
+    for wheel in [n for n in names + [name] if wheels.is_wheel_model(n)]:
+        try:
+            wheels.resolve(wheel)
+        except wheels.WheelModelError as e:
+            return str(e)
     if is_experiment(cfg) or not is_hub_id(name) or (ZOO_DIR / name).is_dir() or Path(name).exists():
         return None
     from harness.core.hub import check_hub_model

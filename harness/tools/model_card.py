@@ -1,0 +1,140 @@
+"""Base scores of a real model on every task, and its card: where a method has room to move it.
+
+    python -m harness.tools.model_card smollm2-135m-instruct --threads 2       # about 40 minutes on 2 cores
+
+Each task is evaluated as a run would evaluate it (the model's conf/model settings: dtype, chat
+template; the task's conf/task settings plus the overrides listed below), on the first
+`--prompts` test prompts: greedy, and `--samples` samples at T=1 for pass@k and maj@k, with bootstrap
+95% CIs over prompts. The scores go to results/models/<name>/base_scores.json (per task, with the
+settings and wall time) and the card to docs/models/<name>.md. A task has headroom when greedy
+accuracy lies between 5% and 60%: a method can show a gain there, and a loss.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from omegaconf import OmegaConf
+
+from harness.core import wheels
+from harness.core.atomic import write_json_atomic, write_text_atomic
+from harness.core.paths import CONF_DIR, ROOT
+
+# (label, conf/task option, overrides): the shipped tasks as an instruct model is asked them. Countdown
+# uses the think template (the compact one is the zoo's own notation), on the zoo's 3- and 4-number
+# problems; long-form tasks keep their own max_new_tokens except Countdown's think budget (1,024 ran
+# over 10 minutes for 40 prompts on one thread), cut to 512.
+TASKS = [
+    ("arithmetic (2 digits, +-)", "arithmetic", {}),
+    ("arithmetic (3 digits, +-)", "arithmetic", {"digits": 3}),
+    ("countdown, 3 numbers", "countdown", {"template": "think", "max_new_tokens": 512}),
+    ("countdown, 4 numbers", "countdown4", {"template": "think", "max_new_tokens": 512}),
+    ("gsm8k", "gsm8k", {}),
+    ("math500", "math500", {}),
+    ("mbpp", "mbpp", {}),
+    ("conciseness", "conciseness", {}),
+]
+HEADROOM = (0.05, 0.60)
+
+
+def measure(name: str, prompts: int, samples: int, threads: int, only: list[str] | None) -> dict:
+    import torch
+
+    from harness.evaluation.evaluate import EvalConfig, evaluate
+    from harness.core.policy import load_policy
+    from harness.runner.run import build_task
+
+    torch.set_num_threads(threads)
+    model = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
+    policy = load_policy(model.name_or_path, model.dtype, model.chat_template, model.system_prompt, "cpu")
+    ks = [k for k in (1, 16, 32) if k <= samples]
+    cfg = EvalConfig(n_samples=samples, pass_ks=ks, maj_ks=[k for k in ks if k > 1], n_prompts=prompts,
+                     batch_size=256, n_examples=2)
+    out = {"model": name, "dtype": model.dtype, "chat_template": model.chat_template, "prompts": prompts,
+           "samples": samples, "threads": threads, "torch": torch.__version__, "tasks": {}}
+    for label, task_name, overrides in TASKS:
+        if only and task_name not in only and label not in only:
+            continue
+        task, t0 = build_task(task_name, overrides), time.time()
+        res = evaluate(policy, task, "test", cfg)
+        out["tasks"][label] = {
+            "task": task_name, "overrides": overrides, "version": task.version, "wall_s": round(time.time() - t0, 1),
+            "metrics": {k: {f: v[f] for f in ("mean", "ci_low", "ci_high")} for k, v in res.metrics.items()},
+            "examples": res.examples[:2],
+        }
+        print(f"{label}: " + ", ".join(f"{k}={v['mean']:.3f}" for k, v in res.metrics.items())
+              + f" ({time.time() - t0:.0f} s)", flush=True)
+    return out
+
+
+def card(scores: dict) -> str:
+    name = scores["model"]
+    model = wheels.MODELS.get(name)
+    info = wheels.manifest(name) or {}
+    metrics = ["greedy_acc", "pass@1", "pass@16", "pass@32"]
+    rows = []
+    for label, t in scores["tasks"].items():
+        m = t["metrics"]
+        cells = []
+        for k in metrics:
+            v = m.get(k) or (m.get("greedy_reward") if k == "greedy_acc" else None)
+            cells.append("" if v is None else f"{100 * v['mean']:.1f} [{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}]"
+                         if t["task"] != "conciseness" else f"{v['mean']:.0f} [{v['ci_low']:.0f}, {v['ci_high']:.0f}]")
+        greedy = (m.get("greedy_acc") or {}).get("mean")
+        room = "" if greedy is None or t["task"] == "conciseness" else (
+            "yes" if HEADROOM[0] <= greedy <= HEADROOM[1] else "no")
+        rows.append(f"| {label} | " + " | ".join(cells) + f" | {room} | {t['wall_s']:.0f} |")
+    provenance = (f"{model.source}; quantisation {model.quantisation}, dequantised to fp32 by "
+                  f"`python -m harness.models get {name}` (not the original checkpoint); licence {model.licence}"
+                  if model else "")
+    return f"""# {name}
+
+{provenance}.
+
+| | |
+|---|---|
+| parameters | {info.get('parameters', 0):,} |
+| GGUF sha256 | `{info.get('gguf_sha256', model.gguf_sha256 if model else '')}` |
+| weights sha256 (model.safetensors as written) | `{info.get('weights_sha256', '')}` |
+| run dtype / chat template | {scores['dtype']} / {scores['chat_template']} |
+
+Base scores on the first {scores['prompts']} test prompts of each task (greedy, and {scores['samples']} samples at T=1.0),
+in %, with bootstrap 95% CIs over prompts; conciseness in characters of length error (reward, higher is
+better). Headroom: greedy between {100 * HEADROOM[0]:.0f}% and {100 * HEADROOM[1]:.0f}%. Measured with
+`python -m harness.tools.model_card {name} --prompts {scores['prompts']} --samples {scores['samples']} --threads {scores['threads']}`
+(torch {scores['torch']}); the numbers are in [results/models/{name}/base_scores.json](../../results/models/{name}/base_scores.json).
+
+| task | greedy | pass@1 | pass@16 | pass@32 | headroom | wall s |
+|---|---|---|---|---|---|---|
+""" + "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m harness.tools.model_card", description=__doc__.splitlines()[0])
+    p.add_argument("name", help="a conf/model option, e.g. smollm2-135m-instruct")
+    p.add_argument("--prompts", type=int, default=50)
+    p.add_argument("--samples", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--tasks", default="", help="comma-separated conf/task names or labels (default: all)")
+    p.add_argument("--card-only", action="store_true", help="rewrite the card from base_scores.json")
+    args = p.parse_args(argv)
+    out = ROOT / "results" / "models" / args.name / "base_scores.json"
+    if args.card_only:
+        scores = json.loads(out.read_text())
+    else:
+        scores = measure(args.name, args.prompts, args.samples, args.threads,
+                         [t for t in args.tasks.split(",") if t] or None)
+        if out.is_file() and args.tasks:  # a partial rerun keeps the other tasks' scores
+            old = json.loads(out.read_text())
+            scores["tasks"] = {**old["tasks"], **scores["tasks"]}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out, scores)
+    doc = ROOT / "docs" / "models" / f"{args.name}.md"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(doc, card(scores))
+    print(f"wrote {out} and {doc}")
+
+
+if __name__ == "__main__":
+    main()
