@@ -9,6 +9,12 @@ iterations after the first (warm-up), median:
   machine; a busy machine shows less). Engine start-up is excluded (first iteration dropped).
 
     python -m harness.tools.bench_engines --model zoo-4m --population 8 --prompts 64 --iterations 3 --workers 2
+
+A real model at ES's batch shape, HF in bf16 and fp32 (vLLM from the venv that has it), its own task and
+chat template; --out merges the figures into a JSON file that the model's card quotes:
+
+    python -m harness.tools.bench_engines --model smollm2-135m-instruct --task arithmetic --engines hf \
+        --dtypes bfloat16,float32 --threads 2 --workers 0 --out results/bench/smollm2-135m-instruct.json
 """
 from __future__ import annotations
 
@@ -30,10 +36,18 @@ from tasks.countdown import Countdown
 PHASES = ("generate", "perturb_restore", "reward", "update")
 
 
+def bench_task(name: str | None, max_new_tokens: int):
+    """The zoo's compact Countdown, or a conf/task option (its own prompts and grader)."""
+    if name is None:
+        return Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
+    from harness.runner.run import build_task
+    return build_task(name, {"max_new_tokens": max_new_tokens})
+
+
 def run(model: str, engine: str, workers: int, population: int, prompts: int, iterations: int,
-        max_new_tokens: int, sigma: float) -> list[dict]:
-    policy = load_policy(model, "float32", device="cpu")
-    task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
+        max_new_tokens: int, sigma: float, dtype: str = "float32", task: str | None = None) -> list[dict]:
+    policy = load_policy(model, dtype, chat_template="auto", device="cpu")
+    task = bench_task(task, max_new_tokens)
     es = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
             generation_batch_size=prompts, checkpoint_every=0, engine={"name": engine, "workers": workers})
     with tempfile.TemporaryDirectory() as d:
@@ -44,12 +58,12 @@ def run(model: str, engine: str, workers: int, population: int, prompts: int, it
     return [{**s.extras, "wall_s": walls[i + 1] - walls[i]} for i, s in enumerate(ledger.history)]
 
 
-def pure_generation(model: str, population: int, prompts: int, max_new_tokens: int, repeats: int) -> dict:
+def pure_generation(model: str, population: int, prompts: int, max_new_tokens: int, repeats: int,
+                    dtype: str = "float32", task: str | None = None) -> dict:
     """`population` greedy generate calls of the ES batch on an unperturbed vLLM engine (no ES around it)."""
     from harness.engines import make_engine
-    policy = load_policy(model, "float32", device="cpu")
-    task = Countdown(source="zoo", template="compact", max_new_tokens=max_new_tokens)
-    batch = task.load("train")["prompt"][:prompts]
+    policy = load_policy(model, dtype, chat_template="auto", device="cpu")
+    batch = bench_task(task, max_new_tokens).load("train")["prompt"][:prompts]
     engine = make_engine(policy, {"name": "vllm"})
     engine.generate(batch, max_new_tokens=max_new_tokens)  # warm-up
     times, tokens = [], 0
@@ -82,17 +96,23 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=2, help="K for the K-vs-1 comparison (0: skip it)")
     ap.add_argument("--engines", default="hf,vllm")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtypes", default="float32", help="model dtypes to time, e.g. bfloat16,float32")
+    ap.add_argument("--task", default=None, help="a conf/task option (default: the zoo's compact Countdown)")
+    ap.add_argument("--out", type=Path, default=None, help="merge the figures into this JSON file")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = (a.population, a.prompts, a.iterations, a.max_new_tokens, a.sigma)
-    res = {}
-    for engine in a.engines.split(","):
-        res[f"{engine} K=1"] = summary(run(a.model, engine, 1, *args))
-    if "vllm" in a.engines:
-        res["pure vllm generation"] = pure_generation(a.model, a.population, a.prompts, a.max_new_tokens, 2)
+    res, dtypes = {}, a.dtypes.split(",")
+    for dtype in dtypes:
+        tag = "" if dtypes == ["float32"] else f" {dtype}"
+        for engine in a.engines.split(","):
+            res[f"{engine}{tag} K=1"] = summary(run(a.model, engine, 1, *args, dtype=dtype, task=a.task))
+        if "vllm" in a.engines:
+            res[f"pure vllm{tag} generation"] = pure_generation(a.model, a.population, a.prompts, a.max_new_tokens,
+                                                                2, dtype=dtype, task=a.task)
     if a.workers > 1:
-        res[f"vllm K={a.workers}"] = summary(run(a.model, "vllm", a.workers, *args))
+        res[f"vllm K={a.workers}"] = summary(run(a.model, "vllm", a.workers, *args, task=a.task))
     print(f"\n{a.model}: population {a.population} x {a.prompts} prompts, {a.max_new_tokens} new tokens, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (a busy machine slows every figure)")
     for name, r in res.items():
@@ -108,12 +128,24 @@ def main(argv=None) -> None:
         print(f"  ES's own share on vllm (1 - pure generation of the same tokens / iteration): "
               f"{1 - pure / r['wall_s']:.1%} (goal <= 10%); non-generate time inside the iteration: "
               f"{1 - r['generate'] / r['wall_s']:.1%}")
+    if "hf bfloat16 K=1" in res and "hf float32 K=1" in res:
+        print(f"  hf bf16 vs fp32 iteration: {res['hf float32 K=1']['wall_s'] / res['hf bfloat16 K=1']['wall_s']:.2f}x")
     if "hf K=1" in res and "vllm K=1" in res:
         print(f"  vllm vs hf iteration: {res['hf K=1']['wall_s'] / res['vllm K=1']['wall_s']:.2f}x")
     if f"vllm K={a.workers}" in res:
         print(f"  K={a.workers} vs K=1 (vllm): {res['vllm K=1']['wall_s'] / res[f'vllm K={a.workers}']['wall_s']:.2f}x "
               f"(goal >= 1.6x for K=2 on an idle 2-core machine)")
     print(json.dumps(res, indent=1))
+    if a.out:
+        from harness.core.atomic import write_json_atomic
+        old = json.loads(a.out.read_text()) if a.out.is_file() else {}
+        setting = (f"population {a.population} x {a.prompts} prompts, {a.max_new_tokens} new tokens, "
+                   f"task {a.task or 'countdown (zoo, compact)'}, threads {a.threads}")
+        old.setdefault(a.model, {})[setting] = {**res, "load_average": os.getloadavg()[0],
+                                                "torch": torch.__version__, "command": "python -m harness.tools.bench_engines "
+                                                + " ".join(argv if argv is not None else __import__("sys").argv[1:])}
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(a.out, old)
 
 
 if __name__ == "__main__":

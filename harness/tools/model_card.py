@@ -36,9 +36,11 @@ TASKS = [
     ("conciseness", "conciseness", {}),
 ]
 HEADROOM = (0.05, 0.60)
+LONG_TOKENS = 64  # a task that may write more than this many tokens is evaluated with --long prompts and samples
 
 
-def measure(name: str, prompts: int, samples: int, threads: int, only: list[str] | None) -> dict:
+def measure(name: str, prompts: int, samples: int, threads: int, only: list[str] | None,
+            long: tuple[int, int] | None = None) -> dict:
     import torch
 
     from harness.evaluation.evaluate import EvalConfig, evaluate
@@ -48,18 +50,21 @@ def measure(name: str, prompts: int, samples: int, threads: int, only: list[str]
     torch.set_num_threads(threads)
     model = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
     policy = load_policy(model.name_or_path, model.dtype, model.chat_template, model.system_prompt, "cpu")
-    ks = [k for k in (1, 16, 32) if k <= samples]
-    cfg = EvalConfig(n_samples=samples, pass_ks=ks, maj_ks=[k for k in ks if k > 1], n_prompts=prompts,
-                     batch_size=256, n_examples=2)
     out = {"model": name, "dtype": model.dtype, "chat_template": model.chat_template, "prompts": prompts,
-           "samples": samples, "threads": threads, "torch": torch.__version__, "tasks": {}}
+           "samples": samples, "long": list(long or (prompts, samples)), "threads": threads,
+           "torch": torch.__version__, "tasks": {}}
     for label, task_name, overrides in TASKS:
         if only and task_name not in only and label not in only:
             continue
         task, t0 = build_task(task_name, overrides), time.time()
+        n, m = long if long and task.max_new_tokens > LONG_TOKENS else (prompts, samples)
+        ks = [k for k in (1, 16, 32) if k <= m]
+        cfg = EvalConfig(n_samples=m, pass_ks=ks, maj_ks=[k for k in ks if k > 1], n_prompts=n,
+                         batch_size=256, n_examples=2)
         res = evaluate(policy, task, "test", cfg)
         out["tasks"][label] = {
-            "task": task_name, "overrides": overrides, "version": task.version, "wall_s": round(time.time() - t0, 1),
+            "task": task_name, "overrides": overrides, "version": task.version, "prompts": n, "samples": m,
+            "wall_s": round(time.time() - t0, 1),
             "metrics": {k: {f: v[f] for f in ("mean", "ci_low", "ci_high")} for k, v in res.metrics.items()},
             "examples": res.examples[:2],
         }
@@ -84,7 +89,7 @@ def card(scores: dict) -> str:
         greedy = (m.get("greedy_acc") or {}).get("mean")
         room = "" if greedy is None or t["task"] == "conciseness" else (
             "yes" if HEADROOM[0] <= greedy <= HEADROOM[1] else "no")
-        rows.append(f"| {label} | " + " | ".join(cells) + f" | {room} | {t['wall_s']:.0f} |")
+        rows.append(f"| {label} | {t['prompts']} x {t['samples']} | " + " | ".join(cells) + f" | {room} | {t['wall_s']:.0f} |")
     provenance = (f"{model.source}; quantisation {model.quantisation}, dequantised to fp32 by "
                   f"`python -m harness.models get {name}` (not the original checkpoint); licence {model.licence}"
                   if model else "")
@@ -99,14 +104,14 @@ def card(scores: dict) -> str:
 | weights sha256 (model.safetensors as written) | `{info.get('weights_sha256', '')}` |
 | run dtype / chat template | {scores['dtype']} / {scores['chat_template']} |
 
-Base scores on the first {scores['prompts']} test prompts of each task (greedy, and {scores['samples']} samples at T=1.0),
-in %, with bootstrap 95% CIs over prompts; conciseness in characters of length error (reward, higher is
-better). Headroom: greedy between {100 * HEADROOM[0]:.0f}% and {100 * HEADROOM[1]:.0f}%. Measured with
-`python -m harness.tools.model_card {name} --prompts {scores['prompts']} --samples {scores['samples']} --threads {scores['threads']}`
+Base scores on the first test prompts of each task (greedy, and samples at T=1.0; the "n" column: prompts x
+samples), in %, with bootstrap 95% CIs over prompts; conciseness as its reward, minus the characters of length
+error (higher is better). Headroom: greedy between {100 * HEADROOM[0]:.0f}% and {100 * HEADROOM[1]:.0f}%. Measured with
+`python -m harness.tools.model_card {name} --prompts {scores['prompts']} --samples {scores['samples']} --long {scores['long'][0]} {scores['long'][1]} --threads {scores['threads']}`
 (torch {scores['torch']}); the numbers are in [results/models/{name}/base_scores.json](../../results/models/{name}/base_scores.json).
 
-| task | greedy | pass@1 | pass@16 | pass@32 | headroom | wall s |
-|---|---|---|---|---|---|---|
+| task | n | greedy | pass@1 | pass@16 | pass@32 | headroom | wall s |
+|---|---|---|---|---|---|---|---|
 """ + "\n".join(rows) + "\n"
 
 
@@ -116,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--prompts", type=int, default=50)
     p.add_argument("--samples", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--long", type=int, nargs=2, default=None, metavar=("PROMPTS", "SAMPLES"),
+                   help=f"prompts and samples for tasks that write more than {LONG_TOKENS} tokens (default: as the others)")
     p.add_argument("--tasks", default="", help="comma-separated conf/task names or labels (default: all)")
     p.add_argument("--card-only", action="store_true", help="rewrite the card from base_scores.json")
     args = p.parse_args(argv)
@@ -124,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         scores = json.loads(out.read_text())
     else:
         scores = measure(args.name, args.prompts, args.samples, args.threads,
-                         [t for t in args.tasks.split(",") if t] or None)
+                         [t for t in args.tasks.split(",") if t] or None, tuple(args.long) if args.long else None)
         if out.is_file() and args.tasks:  # a partial rerun keeps the other tasks' scores
             old = json.loads(out.read_text())
             scores["tasks"] = {**old["tasks"], **scores["tasks"]}
