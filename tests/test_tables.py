@@ -366,3 +366,18 @@ def test_analyze_writes_to_outputs_and_refuses_a_folder_without_records(tmp_path
     with pytest.raises(UpdateError, match="no run records under"):
         analyse(tmp_path / "empty", tmp_path / "out")
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "out").exists()
+
+
+def test_pareto_plot_only_when_kl_to_base_was_measured(tmp_path):
+    runs = [planned(0, "m1", "base", 0, method="base"), planned(1, "m1", "ES", 0),
+            planned(2, "m1", "GRPO beta=0", 0, cell="GRPO", method="grpo")]
+    write_json_atomic(tmp_path / "experiment.json", {"group": "g", "runs": runs})
+    for r, (reward, kl) in zip(runs, [(0.8, 0.0), (0.9, 0.3), (0.92, 1.4)]):
+        rec = record(r["label"], 0.5, method=r["method"])
+        rec["metrics"]["test"].update(mean_reward=metric(reward), kl_to_base=metric(kl))
+        write_run(tmp_path, r, rec)
+    write_report(tmp_path, tmp_path / "out")
+    assert (tmp_path / "out" / "pareto.png").stat().st_size > 1000
+    synthetic_experiment(tmp_path / "nokl")
+    write_report(tmp_path / "nokl", tmp_path / "nokl_out")
+    assert not (tmp_path / "nokl_out" / "pareto.png").exists()

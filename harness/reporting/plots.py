@@ -92,3 +92,29 @@ def axis_plot(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics: lis
     else:
         fig.tight_layout()
     save_figure_atomic(fig, path)
+
+
+def pareto_plot(main: pd.DataFrame, path: Path, title: str = "", x: str = "kl_to_base", y: str = "mean_reward") -> bool:
+    """Reward against KL to the base model (the ES paper's Table 2 reading), one panel per model, one point
+    per main row with its CIs as error bars; up and to the left is better. False (nothing written)
+    when the rows lack either metric (eval.kl_to_base=false)."""
+    if x not in main.columns or y not in main.columns:
+        return False
+    ok = main[(main["status"] == "ok") & main[x].notna() & main[y].notna()]
+    if ok.empty:
+        return False
+    models = list(dict.fromkeys(ok["model"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(4.8 * len(models), 3.8), squeeze=False)
+    for ax, model in zip(axes.flat, models):
+        for _, r in ok[ok["model"] == model].iterrows():
+            ax.errorbar(r[x], r[y], xerr=[[r[x] - r[f"{x}_lo"]], [r[f"{x}_hi"] - r[x]]],
+                        yerr=[[r[y] - r[f"{y}_lo"]], [r[f"{y}_hi"] - r[y]]], fmt="o", ms=4, capsize=2, label=r["label"])
+        ax.set_title(str(model), fontsize=9)
+        ax.set_xlabel(f"{x} (nats per token)")
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle(title or f"{y} against {x}", fontsize=10)
+    fig.tight_layout()
+    save_figure_atomic(fig, path)
+    return True

@@ -12,6 +12,7 @@ Writes into the output folder:
                          capability, each value with its run count (harness/reporting/provenance.py)
   passk.png              pass@k curves of the main rows, one panel per model
   curves.png             train reward and validation accuracy against FLOPs (learning curves)
+  pareto.png             with eval.kl_to_base: mean reward against KL to the base model (Table 2's reading)
   <axis>.md / .png       with `axis_plot:` (e.g. the sigma sweep): metric versus the axis per model
   comparisons.md / .csv  paired comparisons (trained vs base, ES vs each chosen RL row, variants vs full
                          ES, population N vs 30): paired by prompt always, by seed with >= 2 seeds
@@ -40,7 +41,7 @@ from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
 from harness.reporting.format import isnan
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
-from harness.reporting.plots import axis_plot, passk_panels
+from harness.reporting.plots import axis_plot, pareto_plot, passk_panels
 from harness.reporting.provenance import mixed_warning, provenance
 
 log = logging.getLogger("esbench")
@@ -295,6 +296,7 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
     _csv(runs, out_dir / "runs.csv")
     passk_panels(main, out_dir / "passk.png", title)
     curves_plot(main, out_dir / "curves.png", title)
+    pareto_plot(main, out_dir / "pareto.png", title)  # only with eval.kl_to_base=true
     spec = man.axis_plot
     if spec:
         name = spec.get("name") or spec["key"].split(".")[-1]
