@@ -25,11 +25,22 @@ refused (PromptSetMismatch, one line); the report writes that line instead of th
 Written by report.py: comparisons.md, comparisons.csv, findings.md (detected differences, then the
 comparisons where nothing was detected, each with its interval).
 
-    python -m pytest tests/test_comparisons.py -q
+From a committed runs.csv (no records): `python -m harness.reporting.comparisons results/<exp>/runs.csv`
+(or comparisons_from_runs_csv(path, out_dir)) writes the same three files from the runs table alone
+(one row per run, its test means): the same rows (points_frame and choose of reporting/aggregate.py,
+so grids are reduced to their point chosen on validation exactly as the report does), the same
+pairs, paired by seed only (the Student-t interval above over the per-seed differences of run
+means); the file headers and every row say so. A comparison with fewer than 2 paired seeds is
+"not paired", never an unpaired substitute.
+
+    python -m pytest tests/test_comparisons.py tests/test_comparisons_runs_csv.py -q
 """
 from __future__ import annotations
 
+import argparse
+import ast
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,14 +92,19 @@ def _detected(low: float, high: float) -> str:
     return "detected" if low > 0 or high < 0 else "not detected"
 
 
-def _runs(row: pd.Series, runs: pd.DataFrame, by_path: dict[str, Record]) -> list[tuple[int | None, Record]]:
-    """(seed, record) of every successful run of a main-table row (a grid row: its chosen point's runs),
-    matched on model, cell and grid point (labels may carry notes)."""
+def _run_rows(row: pd.Series, runs: pd.DataFrame) -> pd.DataFrame:
+    """The successful runs (rows of the runs frame) of a main-table row (a grid row: its chosen point's
+    runs), matched on model, cell and grid point (labels may carry notes)."""
     point = row.get("point") if isinstance(row.get("point"), dict) else {}
     same = [(m == row["model"] and c == row["cell"] and (p if isinstance(p, dict) else {}) == point
              and s == "ok") for m, c, p, s in zip(runs["model"], runs["cell"], runs["point"], runs["status"])]
+    return runs[same]
+
+
+def _runs(row: pd.Series, runs: pd.DataFrame, by_path: dict[str, Record]) -> list[tuple[int | None, Record]]:
+    """(seed, record) of every successful run of a main-table row (see _run_rows)."""
     out = []
-    for _, r in runs[same].iterrows():
+    for _, r in _run_rows(row, runs).iterrows():
         rec = by_path.get(r.get("path"))
         if rec is not None:
             out.append((None if isnan(r.get("seed")) else int(r["seed"]), rec))
@@ -224,7 +240,8 @@ def _interval(r) -> str:
 def _n(r) -> str:
     if r["pairing"] == "none":
         return "-"
-    return f"{int(r['n_seeds'])} seed{'s' * (int(r['n_seeds']) != 1)} / {int(r['n_prompts'])} prompts"
+    seeds = f"{int(r['n_seeds'])} seed{'s' * (int(r['n_seeds']) != 1)}"
+    return seeds if isnan(r["n_prompts"]) else f"{seeds} / {int(r['n_prompts'])} prompts"  # runs.csv: no prompts
 
 
 NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% interval: "
@@ -233,9 +250,10 @@ NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percenta
         "RL rows are each grid's point chosen on validation.")
 
 
-def comparisons_markdown(df: pd.DataFrame, title: str) -> str:
+def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
     head = ["model", "comparison", "metric", "difference [95% CI]", "seeds / prompts", "paired", "result", "note"]
-    lines = [f"# {title}: paired comparisons\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [f"# {title}: paired comparisons\n", *([preface + "\n"] if preface else []),
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in df.iterrows():
         cells = [r["model"], r["comparison"], r["metric"], "-" if r["pairing"] == "none" else _interval(r), _n(r),
                  r["pairing"], r["result"], r["note"] or ""]
@@ -246,7 +264,7 @@ def comparisons_markdown(df: pd.DataFrame, title: str) -> str:
     return "\n".join(lines) + f"\n\n{NOTE}\n"
 
 
-def findings_markdown(df: pd.DataFrame, title: str) -> str:
+def findings_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
     """Detected differences, then not detected ones, each with its paired interval; then rows not paired."""
     def line(r, claim: bool) -> str:
         how = f"paired {r['pairing']}, {_n(r)}"
@@ -257,8 +275,9 @@ def findings_markdown(df: pd.DataFrame, title: str) -> str:
     paired = df[df["pairing"] != "none"]
     found = paired[paired["result"] == "detected"]
     none = paired[paired["result"] != "detected"]
-    text = f"# {title}: findings\n\nEvidence rule: a sentence claiming a difference quotes a paired 95% interval " \
-           "that excludes zero; otherwise it says \"not detected\".\n\n## Differences detected\n\n"
+    text = f"# {title}: findings\n\n" + (preface + "\n\n" if preface else "")
+    text += "Evidence rule: a sentence claiming a difference quotes a paired 95% interval " \
+            "that excludes zero; otherwise it says \"not detected\".\n\n## Differences detected\n\n"
     text += "".join(line(r, True) for _, r in found.iterrows()) or "None.\n"
     text += "\n## Not detected\n\n" + ("".join(line(r, False) for _, r in none.iterrows()) or "None.\n")
     unpaired = df[df["pairing"] == "none"]
@@ -284,3 +303,136 @@ def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
     write_text_atomic(out_dir / "findings.md", findings_markdown(df, title))
     return list(FILES)
+
+
+# ----------------------------------------------------------------------------- from a committed runs.csv
+
+SEED_ONLY = "paired by seed only: the records predate per-prompt scores (rerun for prompt pairing)"
+NOT_PAIRED_SEEDS = "not paired: {n} paired seed{s} (a seed interval needs 2); " + SEED_ONLY
+RUNS_CSV_HEAD = ("**{cap}.** Computed from `{src}` alone (one row per run: its test means) by "
+                 "`python -m harness.reporting.comparisons {src}{flags}`{prompts}: the same rows (RL grids at their point chosen on "
+                 "validation) and the same pairs as the report makes from records, each a Student-t 95% interval over "
+                 "the per-seed differences of run means; none is paired by prompt.")
+
+
+def read_runs_csv(path: Path) -> pd.DataFrame:
+    """A committed runs.csv as the runs frame aggregate.runs_frame makes: grid points back to dicts,
+    `trains` to bools (a missing run's empty cell reads as trains)."""
+    runs = pd.read_csv(path)
+    missing = [c for c in ("model", "seed", "cell", "label", "status") if c not in runs]
+    if missing:
+        raise UserError(f"{path} is not a runs.csv written by the report: no column {', '.join(missing)}")
+
+    def point(p):
+        if isinstance(p, dict):
+            return p
+        return ast.literal_eval(p) if isinstance(p, str) and p.strip() else {}
+
+    runs["point"] = [point(p) for p in runs["point"]] if "point" in runs else [{} for _ in range(len(runs))]
+    if "trains" in runs:
+        runs["trains"] = pd.Series([t if isinstance(t, bool) else str(t).strip().lower() != "false"
+                                    for t in runs["trains"].tolist()], index=runs.index, dtype=object)
+    return runs
+
+
+def _check_n_prompts(runs: pd.DataFrame, n_prompts: int) -> None:
+    """Every run's greedy accuracy must be a multiple of 1/n_prompts (else the count is not the runs')."""
+    vals = runs["greedy_acc"].dropna() if "greedy_acc" in runs else pd.Series(dtype=float)
+    off = [v for v in vals if abs(v * n_prompts - round(v * n_prompts)) > 1e-6]
+    if off:
+        raise UserError(f"n_prompts={n_prompts} does not fit these runs: greedy_acc {off[0]} is not a multiple of "
+                        f"1/{n_prompts}")
+
+
+def compare_by_seed(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, metric: str,
+                    n_prompts: int | None = None) -> list[dict]:
+    """One row (paired by seed only) of A vs B on `metric` from the runs frame's per-run test means."""
+    base = dict(model=a_row["model"], kind=kind, comparison=f"{_name(a_row)} vs {_name(b_row)}", metric=metric)
+
+    def side(row):
+        rows = _run_rows(row, runs)
+        if metric not in rows or rows[metric].isna().any():
+            return []  # a run never measured `metric` (greedy-only): nothing to pair
+        return [(None if isnan(s) else int(s), None, np.asarray([float(v)]))
+                for s, v in zip(rows["seed"], rows[metric])]
+    a, b = side(a_row), side(b_row)
+    if a == [] or b == []:
+        return []
+    diffs = _seed_diffs(a, b, b_once=not bool(b_row.get("trains", True)))
+    n = math.nan if n_prompts is None else n_prompts
+    if len(diffs) < 2:
+        return [{**base, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
+                 "n_prompts": n, "pairing": "none",
+                 "result": NOT_PAIRED_SEEDS.format(n=len(diffs), s="s" * (len(diffs) != 1)), "note": SEED_ONLY}]
+    d, lo, hi = t_interval(diffs)
+    return [{**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n,
+             "pairing": "by seed (Student-t)", "result": _detected(lo, hi), "note": SEED_ONLY}]
+
+
+def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_prompts: int | None = None
+                        ) -> pd.DataFrame:
+    """Every comparison of a runs frame (no records), paired by seed only: the report's rows
+    (points_frame, choose) and pairs(), one Student-t row per comparison and metric."""
+    from harness.reporting.aggregate import choose, points_frame
+    if runs.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    if n_prompts is not None:
+        _check_n_prompts(runs, n_prompts)
+    main, _ = choose(points_frame(runs, select_by))
+    metrics = [m for m in metric_names(runs) if m.startswith(PAIRED_METRICS)]
+    rows = [row for kind, a, b in pairs(main) for m in metrics
+            for row in compare_by_seed(kind, a, b, runs, m, n_prompts)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def comparisons_from_runs_csv(path: Path, out_dir: Path | None = None, title: str | None = None,
+                              select_by: str = "greedy_acc", n_prompts: int | None = None) -> pd.DataFrame:
+    """Write comparisons.md, comparisons.csv and findings.md (default: beside runs.csv) from a committed
+    runs.csv, paired by seed only; returns the comparison rows. `n_prompts`: the test prompt count of the
+    runs (the experiment file's eval.n_prompts), checked against their greedy accuracies; else left blank."""
+    path = Path(path)
+    out_dir = Path(out_dir) if out_dir is not None else path.parent
+    title = title or path.parent.name
+    df = comparisons_by_seed(read_runs_csv(path), select_by, n_prompts)
+    try:
+        src = path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        src = path.as_posix()
+    head = RUNS_CSV_HEAD.format(
+        cap=SEED_ONLY[0].upper() + SEED_ONLY[1:], src=src, flags=f" --n-prompts {n_prompts}" if n_prompts else "",
+        prompts=f" ({n_prompts} test prompts per run: the experiment's eval.n_prompts, every greedy accuracy a "
+                f"multiple of 1/{n_prompts})" if n_prompts else "")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title, head))
+    write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
+    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title, head))
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.reporting.comparisons",
+                                 description="Seed-paired comparisons from a committed runs.csv (no records).")
+    ap.add_argument("runs_csv", type=Path, help="results/<experiment>/runs.csv")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: the folder of runs.csv)")
+    ap.add_argument("--title", default=None, help="title (default: the folder's name)")
+    ap.add_argument("--select-by", default="greedy_acc", help="validation metric that chose grid points")
+    ap.add_argument("--n-prompts", type=int, default=None,
+                    help="test prompts per run (the experiment's eval.n_prompts); checked against greedy_acc")
+    args = ap.parse_args(argv)
+    if not args.runs_csv.is_file():
+        print(f"esbench: error: {args.runs_csv} is not a file; pass results/<experiment>/runs.csv", file=sys.stderr)
+        return 2
+    try:
+        df = comparisons_from_runs_csv(args.runs_csv, args.out, args.title, args.select_by, args.n_prompts)
+    except UserError as e:
+        print(f"esbench: error: {e}", file=sys.stderr)
+        return 2
+    paired = df[df["pairing"] != "none"]
+    print(f"{len(df)} comparisons, {int((paired['result'] == 'detected').sum())} detected, "
+          f"{len(df) - len(paired)} not paired: {args.out or args.runs_csv.parent}/"
+          f"{{{','.join(FILES)}}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
