@@ -1,24 +1,33 @@
-"""`sequential`: one compute budget split between two methods run one after the other (GRPO then ES,
-or ES then GRPO) on the same model and the same ledger.
+"""`sequential`: one budget split between two methods run one after the other (GRPO then ES, or
+ES then GRPO) on the same model and the same ledger.
 
-NOTE-076 reads GRPO and ES as buying opposite ends of the pass@1/pass@k trade-off (claim C9, weak);
-running both under one budget is the direct test. `method.order: [grpo, es]` names the stages,
-`method.split` is the first stage's share of the budget, and each stage's hyperparameters are its own
-method's config (conf/method/sequential.yaml pulls conf/method/grpo.yaml and es.yaml under
-`method.stages`, so `method.stages.es.sigma=3e-3` overrides one).
+NOTE-076 reads GRPO and ES as buying opposite ends of the pass@1/pass@k trade-off (claim C9, weak:
+"sequential GRPO->ES buys both ends of the trade-off", as issue 22 states it) and splits the update
+budget between the two stages; running both under one budget is the direct test. `method.order:
+[grpo, es]` names the stages, `method.split` is the first stage's share of the budget, and each
+stage's hyperparameters are its own method's config (conf/method/sequential.yaml pulls
+conf/method/grpo.yaml and es.yaml under `method.stages`, so `method.stages.es.sigma=3e-3` overrides one).
 
-Budget: the first stage runs with the ledger's limit temporarily lowered to split x limit, so it
-stops at its first step boundary past that point (the usual ledger rule; it may overshoot by part of
-a step, and the second stage then has that much less). The second stage runs with the full limit,
-i.e. on whatever budget remains. Both stages charge the one ledger, so FLOPs, samples, the train log
-and learning curves run continuously across the switch; listeners are closed once, at the end.
+The split is in the budget's unit. Under budget.kind=updates (conf/budget/updates.yaml) it splits
+updates, as the note does: of budget.updates=300 at split 0.5, 150 GRPO optimizer steps, then 150 ES
+iterations (the first stage's share rounded to a whole update, at least one for each stage). Under a
+FLOPs (or samples) budget it splits FLOPs (samples), the option kept from before. `method.split_by`
+states which one an experiment means (updates | flops | samples); null takes the budget's, and one
+that differs from budget.kind is refused in one line (harness/core/budget.py split_problem).
+
+Budget: the first stage runs with the ledger's limit temporarily lowered to its share, so it stops at
+its first step boundary at or past that point (the usual ledger rule; with FLOPs it may overshoot by
+part of a step, and the second stage then has that much less). The second stage runs with the full
+limit, i.e. on whatever budget remains. Both stages charge the one ledger, so FLOPs, samples, the
+train log and learning curves run continuously across the switch; listeners are closed once, at the end.
 
 Resume: when the first stage ends, its weights and the ledger state are saved atomically to
 run_dir/sequential_stage1; a rerun finds them and skips straight to the second stage, which then
 resumes from its own checkpoint (es_checkpoint or trl/) if it wrote one. GRPO's KL reference in the
 second stage is the model it starts from (the ES-trained one).
 
-    python -m harness method=sequential method.order=[es,grpo] method.split=0.3
+    python -m harness method=sequential budget=updates budget.updates=300 method.order=[es,grpo] method.split=0.3
+    python -m harness method=sequential method.split_by=flops          # split the default FLOPs budget
     python -m pytest tests/test_sequential.py -q
 """
 from __future__ import annotations
@@ -32,7 +41,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from harness.core.atomic import write_text_atomic
-from harness.core.budget import Ledger
+from harness.core.budget import KINDS, BudgetError, Ledger, split_problem
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
@@ -47,6 +56,8 @@ class SequentialConfig:
     order: list = field(default_factory=lambda: ["grpo", "es"], metadata={
         "help": "the two stages, first to last: names of entries in `stages` ([grpo, es] or [es, grpo])"})
     split: float = field(default=0.5, metadata={"help": "fraction of the budget the first stage may spend, in (0, 1)"})
+    split_by: str | None = field(default=None, metadata={
+        "help": "the unit of the split: updates (NOTE-076), flops or samples; must be budget.kind; null: budget.kind"})
     stages: dict = field(default_factory=dict, metadata={
         "help": "each stage's method: a built method or its config (a dict with _target_)"})
 
@@ -58,6 +69,8 @@ class SequentialConfig:
         if missing:
             raise ValueError(f"method.order names {missing[0]!r} but method.stages has only "
                              f"{', '.join(self.stages) or 'nothing'}; add method.stages.{missing[0]} or fix the order")
+        if self.split_by not in (None, *KINDS):
+            raise ValueError(f"method.split_by={self.split_by!r} is unknown; use updates, flops, samples or null")
         if not 0 < self.split < 1:
             raise ValueError(f"method.split={self.split} must be in (0, 1): the first stage's share of the budget")
 
@@ -117,12 +130,15 @@ class Sequential(ConfiguredMethod):
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         c, run_dir = self.config, Path(run_dir)
         first, second = self.stages
+        line = split_problem(c.split_by, ledger.kind)
+        if line:
+            raise BudgetError(line)
         summaries = []
         with deferred_close(ledger):
             if self._load_stage1(policy, ledger, run_dir):
                 summaries.append({"method": first.name, "skipped": "finished in an earlier run"})
             else:
-                with stage_budget(ledger, c.split * ledger.limit):
+                with stage_budget(ledger, self.first_share(ledger)):
                     summaries.append({"method": first.name, **first.train(policy, task, ledger, run_dir)})
                 self._save_stage1(policy, ledger, run_dir)
             switch = {"flops": ledger.flops, "samples": ledger.samples, "steps": ledger.steps}
@@ -130,7 +146,18 @@ class Sequential(ConfiguredMethod):
         ledger.close()
         return {"steps": ledger.steps, "resumed_from": summaries[0].get("resumed_from", 0), "flops": ledger.flops,
                 "samples": ledger.samples, "wall_s": ledger.wall_s, "order": list(c.order), "split": c.split,
-                "switch": switch, "stages": summaries}
+                "split_by": ledger.kind, "switch": switch, "stages": summaries}
+
+    def first_share(self, ledger: Ledger) -> float:
+        """The first stage's limit: split x the budget; whole updates under an updates budget (the ledger
+        stops at the first boundary at or past its limit, so 0.3 x 218 = 65.4 would silently give 66)."""
+        share = self.config.split * ledger.limit
+        if ledger.kind != "updates":
+            return share
+        if ledger.limit < 2:
+            raise BudgetError(f"budget.updates={ledger.limit:g} cannot be split between two stages; "
+                              "give at least 2 updates")
+        return float(min(max(round(share), 1), ledger.limit - 1))
 
     # ---- the stage-1 checkpoint: weights + ledger, swapped in atomically ----
     def _save_stage1(self, policy: Policy, ledger: Ledger, run_dir: Path) -> None:

@@ -32,7 +32,7 @@ def test_every_option_composes_and_binds(compose, group, option):
     for node in (cfg.task, cfg.method):
         _bind(node)
     EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
-    assert cfg.model.name_or_path and cfg.budget.kind in ("flops", "samples")
+    assert cfg.model.name_or_path and cfg.budget.kind in ("flops", "samples", "updates")
 
 
 @pytest.mark.parametrize("experiment", options("experiment"))
@@ -84,13 +84,79 @@ def test_qiu2025_table1_plan_and_paper_numbers(compose):
     assert samples.budget.kind == "samples" and samples.budget.samples == 3e6   # equal samples: one override
 
 
-def test_sigma_sweep_ties_alpha_by_default_and_can_fix_it(compose):
-    for extra, ratio in (([], 0.5), (["vars.alpha_per_sigma=null"], None)):
-        cfg = compose("experiment=sigma_sweep", *extra)
-        run = next(r for r in list_runs(cfg) if r.point.get("method.sigma") == 3e-3)
-        child = compose("experiment=sigma_sweep", *extra, *run.overrides)
-        assert child.method.sigma == 3e-3 and child.method.alpha_per_sigma == ratio
-        _bind(child.method)
+def test_sigma_sweep_varies_sigma_at_fixed_alpha_beside_alpha_tied_to_sigma(compose):
+    """Issue 22: tying alpha to sigma confounds noise scale with step size, so both cells run."""
+    cfg = compose("experiment=sigma_sweep")
+    alphas = {}
+    runs = list_runs(cfg)
+    for run in runs:
+        if run.method == "es" and run.model == runs[0].model and run.seed == runs[0].seed:
+            child = compose("experiment=sigma_sweep", *run.overrides)
+            _bind(child.method)
+            alphas.setdefault(run.cell, {})[child.method.sigma] = (child.method.alpha, child.method.alpha_per_sigma)
+    assert set(alphas["ES"]) == {1e-4, 3e-4, 1e-3, 3e-3}
+    assert {a for a, _ in alphas["ES"].values()} == {5e-4} and {r for _, r in alphas["ES"].values()} == {None}
+    assert set(alphas["ES alpha tied"]) == {1e-4, 3e-4, 3e-3}   # at 1e-3 it would repeat the fixed-alpha run
+    assert {r for _, r in alphas["ES alpha tied"].values()} == {0.5}
+    assert cfg.axis_plot.cell == "ES"   # sigma.md plots the sweep at fixed step size
+
+
+def _children(compose, experiment: str, model: str | None = None) -> dict:
+    """{cell: [composed child of each point]} for one model (the first by default) and the first seed."""
+    runs = list_runs(compose(f"experiment={experiment}"))
+    model = model or runs[0].model
+    out = {}
+    for r in runs:
+        if r.model == model and r.seed == runs[0].seed:
+            out.setdefault(r.cell, []).append(compose(f"experiment={experiment}", *r.overrides))
+    return out
+
+
+def test_population_matches_updates_at_300_on_gsm8k_with_equal_flops_as_second_cells(compose):
+    """NOTE-076: "On GSM8K at update 300, only N = 30 stays within 0.5% of the N = 30 reference at 0.5B ..."."""
+    cells = _children(compose, "population")
+    assert {c.method.population for c in cells["ES"]} == {10, 20, 30}
+    for child in cells["ES"]:
+        assert child.task._target_ == "tasks.gsm8k.GSM8K"
+        assert (child.budget.kind, child.budget.updates) == ("updates", 300)
+    flops = {c.budget.flops for c in cells["ES equal FLOPs"]}
+    assert {c.budget.kind for c in cells["ES equal FLOPs"]} == {"flops"} and len(flops) == 1 and min(flops) > 0
+    assert all(c.method.max_iterations >= 900 for c in cells["ES equal FLOPs"])   # N=10 buys ~3x the updates
+    assert {r.model for r in list_runs(compose("experiment=population"))} >= {
+        "qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct"}
+    assert "within 0.5% of the N = 30 reference" in (CONF_DIR / "experiment" / "population.yaml").read_text()
+
+
+def test_es_variants_has_a_model_above_the_boundary_and_splits_updates_in_sequence(compose):
+    runs = list_runs(compose("experiment=es_variants"))
+    assert {"qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct"} <= {r.model for r in runs}
+    assert "(either side of the ES boundary)" not in (CONF_DIR / "experiment" / "es_variants.yaml").read_text()
+    cells = _children(compose, "es_variants")
+    for label in ("GRPO then ES", "ES then GRPO"):
+        (seq,) = cells[label]
+        assert (seq.budget.kind, seq.budget.updates, seq.method.split_by) == ("updates", 500, "updates")
+    assert cells["ES full"][0].budget.kind == "flops"
+    (flops,) = [compose("experiment=es_variants", "vars.sequential_split=flops",
+                        *r.overrides) for r in runs if r.label == "GRPO then ES"][:1]
+    assert (flops.budget.kind, flops.method.split_by) == ("flops", "flops") and flops.budget.flops > 0
+
+
+def test_gsm8k_passk_two_epochs_of_matched_updates_three_seeds_and_the_notes_held_out_set(compose):
+    cfg = compose("experiment=gsm8k_passk")
+    assert list(cfg.seeds) == [0, 1, 2]
+    assert {"csqa", "hotpotqa", "countdown_think", "gpqa", "mbpp"} <= set(cfg.eval.tasks)
+    cells = _children(compose, "gsm8k_passk")
+    grpo, es = cells["GRPO"][0], cells["ES"][0]
+    for child in (grpo, es):
+        assert (child.budget.kind, child.budget.updates) == ("updates", 218)
+    assert grpo.method.prompts_per_step == es.method.prompts_per_iteration == 64 and not es.method.fixed_batch
+    assert 2 * 6973 / 64 == pytest.approx(218, abs=0.5)   # two epochs of GSM8K's training rows
+
+
+def test_qiu2025_table1_labels_the_published_protocol(compose):
+    cfg = compose("experiment=qiu2025_table1")
+    assert "samples-matched" in cfg.paper_note and "budget=paper_samples" in cfg.paper_note
+    assert "Qiu et al.'s Table 1" in (CONF_DIR / "budget" / "paper_samples.yaml").read_text()
 
 
 def test_twins_use_the_zoo_and_every_zoo_size(compose):

@@ -90,7 +90,7 @@ def test_smoke_experiment_end_to_end(tmp_path):
 def test_launch_fans_out_one_job_per_planned_run():
     from harness.runner.launch import command
     cmd = command(["experiment=sigma_sweep", "stamp=s1", "launcher=submitit_slurm", "hydra.launcher.partition=gpu"])
-    assert cmd[-1] == "+run_index=range(0,36)" and cmd[2:4] == ["harness", "-m"]
+    assert cmd[-1] == "+run_index=range(0,48)" and cmd[2:4] == ["harness", "-m"]
     with pytest.raises(SystemExit, match="stamp"):
         command(["experiment=sigma_sweep"])
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from harness.core.budget import Ledger
+from harness.core.budget import BudgetError, Ledger
 from harness.runner.schema import validate
 from methods.es import ES
 from methods.grpo import GRPO
@@ -19,7 +19,8 @@ from methods.sequential import Sequential, SequentialConfig
 
 
 class Toy:
-    """A stage that adds `delta` to every weight and charges 10 samples per step until the ledger stops it."""
+    """A stage that adds `delta` to every weight and charges 10 FLOPs and 10 samples per step until the ledger
+    stops it (so it runs under any budget kind)."""
 
     def __init__(self, name, delta):
         self.name, self.delta, self.calls, self.limits = name, delta, 0, []
@@ -32,7 +33,7 @@ class Toy:
             with torch.no_grad():
                 for p in policy.model.parameters():
                     p.add_(self.delta)
-            ledger.step(0.0, 10, 0.5, 0.0, stage=self.name)
+            ledger.step(10.0, 10, 0.5, 0.0, stage=self.name)
             steps += 1
         ledger.close()
         return {"steps": steps, "resumed_from": 0}
@@ -49,9 +50,9 @@ class Closes:
         self.n += 1
 
 
-def toy_sequential(split=0.3):
+def toy_sequential(split=0.3, split_by=None):
     a, b = Toy("a", 1.0), Toy("b", 100.0)
-    return Sequential(order=["a", "b"], split=split, stages={"a": a, "b": b}), a, b
+    return Sequential(order=["a", "b"], split=split, split_by=split_by, stages={"a": a, "b": b}), a, b
 
 
 def test_budget_split_one_ledger_one_close(tmp_path, tiny_policy):
@@ -63,6 +64,50 @@ def test_budget_split_one_ledger_one_close(tmp_path, tiny_policy):
     assert [s.extras["stage"] for s in ledger.history] == ["a"] * 3 + ["b"] * 7  # stage 2 spends the rest
     assert ledger.limit == 100 and ledger.samples == 100 and closes.n == 1
     assert out["switch"]["samples"] == 30 and [s["method"] for s in out["stages"]] == ["a", "b"]
+
+
+@pytest.mark.parametrize("split, limit, first", [(0.5, 300, 150), (0.3, 10, 3), (0.3, 7, 2), (0.01, 10, 1),
+                                                (0.99, 10, 9)])
+def test_an_updates_budget_is_split_in_whole_updates(tmp_path, tiny_policy, split, limit, first):
+    """NOTE-076 splits the update budget: the first stage gets round(split x updates), at least one each."""
+    seq, a, b = toy_sequential(split, split_by="updates")
+    ledger = Ledger(limit=limit, kind="updates")
+    out = seq.train(tiny_policy(), None, ledger, tmp_path)
+    stages = [s.extras["stage"] for s in ledger.history]
+    assert stages == ["a"] * first + ["b"] * (limit - first) and a.limits == [first] and ledger.limit == limit
+    assert out["switch"]["steps"] == first and out["split_by"] == "updates"
+    assert (ledger.flops, ledger.samples) == (10.0 * limit, 10 * limit)   # both still recorded
+
+
+def test_the_flops_split_is_kept_as_an_option(tmp_path, tiny_policy):
+    seq, a, b = toy_sequential(0.3, split_by="flops")
+    ledger = Ledger(limit=100.0, kind="flops")
+    out = seq.train(tiny_policy(), None, ledger, tmp_path)
+    assert a.limits == [30.0] and out["switch"]["flops"] == 30.0 and ledger.flops == 100.0
+
+
+@pytest.mark.parametrize("split_by, kind, limit, message", [
+    ("updates", "flops", 1e12, "method.split_by=updates splits the budget in updates but budget.kind=flops; "
+                               "write budget=updates budget.updates=N, or method.split_by=flops"),
+    ("flops", "updates", 10, "budget.kind=updates; write budget.kind=flops, or method.split_by=updates"),
+    (None, "updates", 1, "budget.updates=1 cannot be split between two stages; give at least 2"),
+])
+def test_a_split_the_budget_cannot_make_fails_before_training(tmp_path, tiny_policy, split_by, kind, limit, message):
+    seq, a, b = toy_sequential(0.5, split_by=split_by)
+    with pytest.raises(BudgetError, match=message):
+        seq.train(tiny_policy(), None, Ledger(limit=limit, kind=kind), tmp_path)
+    assert a.calls == b.calls == 0
+
+
+def test_grpo_then_es_split_updates_on_a_tiny_model(tmp_path, tiny_policy, toy_task):
+    stages = {"grpo": GRPO(prompts_per_step=4, num_generations=4, max_completion_length=8, learning_rate=1e-3,
+                           beta=0.0, checkpoint_every=0),
+              "es": ES(population=4, prompts_per_iteration=4, sigma=0.1, alpha=0.05, generation_batch_size=4)}
+    seq = Sequential(order=["grpo", "es"], split=0.4, split_by="updates", stages=stages)
+    ledger = Ledger(limit=5, kind="updates")   # 2 GRPO optimizer steps, then 3 ES iterations
+    out = seq.train(tiny_policy(eval_mode=False), toy_task("digits", n_train=32), ledger, tmp_path)
+    assert [s["steps"] for s in out["stages"]] == [2, 3] and ledger.steps == 5 and out["switch"]["steps"] == 2
+    assert ledger.samples == 2 * 16 + 3 * 16 and ledger.flops > 0
 
 
 def test_rerun_skips_a_finished_first_stage(tmp_path, tiny_policy):
@@ -88,6 +133,7 @@ def test_rerun_skips_a_finished_first_stage(tmp_path, tiny_policy):
     (dict(order=["es", "es"]), "two different stages"),
     (dict(order=["grpo", "es"], stages={"es": {}}), "names 'grpo' but method.stages has only es"),
     (dict(split=1.0, stages={"grpo": {}, "es": {}}), "split=1.0 must be in"),
+    (dict(split_by="steps", stages={"grpo": {}, "es": {}}), "split_by='steps' is unknown"),
 ])
 def test_config_errors_name_the_fix(kw, message):
     with pytest.raises(ValueError, match=message):

@@ -1,9 +1,13 @@
 """The compute ledger every method charges after every step, and the one place steps are logged.
 
 `budget.kind` is "flops" (default: compute counted from the tokens really processed, see
-harness/core/flops.py) or "samples" (the ES paper's protocol: number of completions scored).
+harness/core/flops.py), "samples" (the ES paper's protocol: number of completions scored) or
+"updates" (NOTE-076's protocol: a number of updates, one per ledger step: an ES iteration, a GRPO
+optimizer step, a PPO update; UPDATE_UNITS). Whatever the kind, the ledger records FLOPs and
+samples, so the tables show what each method spent under an updates budget too.
 A method asks `ledger.exhausted` at each step boundary and stops at the first boundary at or
-past the limit, so every run overshoots by at most one step; the record stores what was spent.
+past the limit, so every run overshoots by at most one step (an updates budget: none); the
+record stores what was spent.
 
 Every method calls `ledger.step(...)` once per step and nothing else: it charges the cost,
 appends a `StepStats` to `ledger.history` and hands it to every listener in `ledger.listeners`
@@ -28,8 +32,61 @@ from harness.core.errors import UserError
 
 
 
+KINDS = ("flops", "samples", "updates")
+
+# What one update is, per method that can count them (by _target_): every method charges the ledger
+# once per step, so an updates budget counts ledger steps, and a method whose step is not one update
+# (a plugin the harness does not know) is refused rather than counted in some other unit.
+UPDATE_UNITS = {
+    "methods.es.ES": "one ES iteration (its update is skipped, and logged, when every member ties)",
+    "methods.grpo.GRPO": "one optimizer step",
+    "methods.ppo.PPO": "one PPO update: a rollout batch and its num_ppo_epochs x num_mini_batches optimizer steps",
+    "methods.sequential.Sequential": "its stages' updates, counted on one ledger",
+    "methods.base.Base": "none (it does not train)",
+}
+
+
 class BudgetError(UserError, ValueError):
-    """The budget cannot buy even one step; the message says how large it must be."""
+    """The budget cannot buy even one step, or cannot be counted the way it asks; the message says the fix."""
+
+
+def method_problem(kind: str, method) -> str | None:
+    """One line when `method` (a config mapping with _target_) cannot run under budget.kind=`kind`, else None.
+
+    Sequential is checked through its stages and its split unit (split_problem).
+    """
+    target = str(method.get("_target_") or "")
+    if target == "methods.sequential.Sequential":
+        line = split_problem(method.get("split_by"), kind)
+        if line:
+            return line
+        stages = method.get("stages") or {}
+        for name in method.get("order") or []:
+            stage = stages.get(name)
+            line = method_problem(kind, stage) if hasattr(stage, "get") else None
+            if line:
+                return f"method.stages.{name}: {line}"
+        return None
+    if kind == "updates" and target not in UPDATE_UNITS:
+        return (f"budget.kind=updates: {target or 'this method'} has no known update count "
+                f"(budget.kind=updates runs with {', '.join(t.rsplit('.', 1)[1] for t in UPDATE_UNITS)}); "
+                "use budget.kind=flops or budget.kind=samples")
+    return None
+
+
+def split_problem(split_by: str | None, kind: str) -> str | None:
+    """One line when method.split_by (sequential) names another unit than the budget's, else None.
+
+    The split is a share of the budget, so it is in the budget's unit: updates under an updates budget
+    (NOTE-076's split), FLOPs under a FLOPs budget; split_by only states which one an experiment means.
+    """
+    if split_by is None or split_by == kind:
+        return None
+    if split_by not in KINDS:
+        return f"method.split_by={split_by!r} is unknown; use updates, flops, samples or null (the budget's unit)"
+    fix = "budget=updates budget.updates=N" if split_by == "updates" else f"budget.kind={split_by}"
+    return (f"method.split_by={split_by} splits the budget in {split_by} but budget.kind={kind}; "
+            f"write {fix}, or method.split_by={kind}")
 
 
 def unreachable(kind: str, limit: float, steps: int, cap: str, most_per_step: float) -> str | None:
@@ -39,6 +96,8 @@ def unreachable(kind: str, limit: float, steps: int, cap: str, most_per_step: fl
     samples a step scores and the longest sequence the model takes), so the warning is never wrong:
     without it `budget.flops=1e30` ran silently to max_iterations and the table read as if it were spent.
     """
+    if kind == "updates":  # a step is exactly one update, whatever it costs
+        most_per_step = 1.0
     most = steps * most_per_step
     if not limit > most:
         return None
@@ -74,8 +133,9 @@ class Ledger:
     """Running totals of FLOPs and scored samples against one limit.
 
     Args:
-        limit: the budget, in FLOPs (kind="flops") or completions scored (kind="samples").
-        kind: "flops" or "samples".
+        limit: the budget, in FLOPs (kind="flops"), completions scored (kind="samples") or updates
+            (kind="updates": ledger steps, a whole number).
+        kind: "flops", "samples" or "updates".
         report_to: the experiment tracker the listeners stream to ("none", "tensorboard" or
             "wandb"); TRL-based methods pass it on to TRL so its own metrics land there too.
     """
@@ -94,10 +154,12 @@ class Ledger:
     _clock: float | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        if self.kind not in ("flops", "samples"):
-            raise BudgetError(f"budget.kind={self.kind!r} is unknown; use 'flops' or 'samples'")
+        if self.kind not in KINDS:
+            raise BudgetError(f"budget.kind={self.kind!r} is unknown; use 'flops', 'samples' or 'updates'")
         if not self.limit > 0:
-            raise BudgetError(f"budget limit must be > 0, got {self.limit}; set budget.flops or budget.samples")
+            raise BudgetError(f"budget limit must be > 0, got {self.limit}; set budget.{self.kind} to a positive number")
+        if self.kind == "updates" and self.limit != int(self.limit):
+            raise BudgetError(f"budget.updates={self.limit:g} is not a whole number of updates; write e.g. budget.updates=300")
 
     def start_clock(self) -> None:
         """Start timing training (methods call it once setup is done, so loading is not train time)."""
@@ -133,7 +195,7 @@ class Ledger:
 
     @property
     def spent(self) -> float:
-        return self.flops if self.kind == "flops" else float(self.samples)
+        return {"flops": self.flops, "samples": float(self.samples), "updates": float(self.steps)}[self.kind]
 
     @property
     def exhausted(self) -> bool:
@@ -144,8 +206,12 @@ class Ledger:
         return self.spent / self.limit
 
     def check_step_fits(self, step_cost: float, what: str) -> None:
-        """Fail early when one step costs more than the whole budget (no step would be honest)."""
-        if step_cost > self.limit:
+        """Fail early when one step costs more than the whole budget (no step would be honest).
+
+        Under an updates budget a step costs one update and the limit is at least one: it always fits
+        (methods pass their FLOPs cost then, which is not in the budget's unit).
+        """
+        if self.kind != "updates" and step_cost > self.limit:
             raise BudgetError(
                 f"one {what} step costs {step_cost:.3g} {self.kind} but the budget is {self.limit:.3g}; "
                 f"raise budget.{self.kind} to at least {step_cost:.3g} or shrink the step (fewer prompts/members)"

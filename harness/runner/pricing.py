@@ -5,7 +5,8 @@
     python -m harness experiment=sigma_sweep +plan.measured=gpu_check.json      # throughput measured by harness.tools.gpu_check
 
 Per run: the FLOPs budget the ledger will spend (budget.flops; a samples budget is priced as that
-many completions of plan.prompt_tokens + task.max_new_tokens), GPU-hours = FLOPs / (peak dense
+many completions of plan.prompt_tokens + task.max_new_tokens, an updates budget as the completions
+that many of the method's updates score), GPU-hours = FLOPs / (peak dense
 bf16 FLOP/s x MFU), and the memory its method holds:
   base (evaluation)  weights + KV cache at the evaluation batch (plan.eval_batch sequences)
   es                 weights + KV cache at method.generation_batch_size sequences (one model; the
@@ -158,6 +159,16 @@ def flops_per_second(opts: dict, model: str, shape, prompt: int, completion: int
     return GPUS[opts["gpu"]][0] * float(opts["mfu"])
 
 
+def update_samples(method: DictConfig) -> float:
+    """Completions one update scores (harness/runner/run.py STEP_CAPS); sequential: its stages by the split."""
+    from harness.runner.run import STEP_CAPS
+
+    if method.get("stages") is not None:
+        first, second = (update_samples(method.stages[n]) for n in method.order)
+        return method.split * first + (1 - method.split) * second
+    return float(STEP_CAPS[str(method._target_).rsplit(".", 1)[1].lower()][1](method))
+
+
 def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
     """The options and one RunCost per planned run (each run's config composed as the experiment would)."""
     opts = options(cfg)
@@ -179,6 +190,8 @@ def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
             flops = 0.0
         elif child.budget.kind == "flops":
             flops = float(child.budget.flops)
+        elif child.budget.kind == "updates":  # priced as the completions that many updates score
+            flops = child.budget.updates * update_samples(child.method) * generation_flops(shape, [prompt], [completion])
         else:
             flops = float(child.budget.samples) * generation_flops(shape, [prompt], [completion])
         mem = method_memory(child.method, shape, prompt + completion, int(opts["eval_batch"]))

@@ -16,6 +16,7 @@ import math
 import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
 from harness.core.paths import CONF_DIR
 
@@ -73,14 +74,21 @@ def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
 
-def _check_budget(b) -> None:
-    if b.get("kind") not in ("flops", "samples"):
-        raise ConfigError(f"budget.kind={b.get('kind')!r} is unknown; use budget.kind=flops or budget.kind=samples")
+def _check_budget(b, method) -> None:
+    if b.get("kind") not in KINDS:
+        raise ConfigError(f"budget.kind={b.get('kind')!r} is unknown; use budget.kind=flops, samples or updates")
     for k in ("flops", "samples"):
         v = b.get(k)
         if v is not None and not (_is_number(v) and v > 0):
             raise ConfigError(f"budget.{k}={v!r} is not a positive number; write e.g. budget.{k}="
                               f"{'2.5e12' if k == 'flops' else '3000000'}")
+    v = b.get("updates")
+    if (v is not None or b.kind == "updates") and not (_is_int(v) and v > 0):
+        raise ConfigError(f"budget.updates={v!r} is not a positive whole number; write e.g. "
+                          "budget=updates budget.updates=300")
+    line = method_problem(b.kind, method) if isinstance(method, DictConfig) else None
+    if line:  # e.g. budget.kind=updates with a method that cannot count them (harness/core/budget.py)
+        raise ConfigError(line)
 
 
 def _check_entries(node, key: str, valid: set[str], required: str | None) -> None:
@@ -129,7 +137,7 @@ def validate(cfg: DictConfig) -> None:
     bad = [s for s in cfg.get("eval_splits") or [] if s not in ("train", "validation", "test")]
     if bad:
         raise ConfigError(f"eval_splits has {bad[0]!r}; use a subset of [train, validation, test]")
-    _check_budget(cfg.budget)
+    _check_budget(cfg.budget, cfg.get("method"))
     seeds = cfg.get("seeds")
     if seeds is not None and not (isinstance(seeds, (list, ListConfig)) and seeds and all(_is_int(s) for s in seeds)):
         raise ConfigError(f"seeds={seeds!r} must be a non-empty list of ints, e.g. seeds: [0, 1, 2]")
