@@ -122,6 +122,14 @@ def test_declared_sigma_rule():
     assert d["sigma"] is None and "harms more than 25%" in d["reason"]
 
 
+def test_declared_sigma_passes_over_a_sigma_that_costs_points_on_average():
+    # the rerun's ladder-300k: 1e-2 sits on the 25% cut and its mean change is -8.6 [-16.9, -1.5] points
+    cells = [row(1e-3, 0, 0), row(3e-3, 0, 0), {**row(1e-2, 0, 16), "mean_change_ci": [-0.169, -0.015]}]
+    assert density.declared_sigma(model(*cells))["sigma"] == 3e-3
+    cells[2]["mean_change_ci"] = [-0.141, 0.0]   # ladder-750k's: touches zero, not detected
+    assert density.declared_sigma(model(*cells))["sigma"] == 1e-2
+
+
 def test_declared_sigma_refuses_a_model_without_power():
     # ladder-40k answers 2 of 64: no direction can test worse, so its zero counts are blindness, not safety
     d = density.declared_sigma(model(row(1e-2, 0, 0), row(3e-2, 0, 0), can_lose=2))

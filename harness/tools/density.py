@@ -206,8 +206,11 @@ def power_gap(model: dict) -> str:
 
 
 def _choose(cells: list[dict]) -> float | None:
-    """The rule on counts: most detectably better among sigmas detectably harming at most MAX_HARM, ties larger."""
-    safe = [c for c in cells if c["worse"] <= MAX_HARM * c["n"] and c["sigma"] > 0]
+    """The rule on counts: most detectably better among sigmas detectably harming at most MAX_HARM of their
+    directions and whose mean change is not detectably below zero (a sigma that costs points on average is no
+    search distance, however its directions split at the cut), ties larger."""
+    safe = [c for c in cells if c["worse"] <= MAX_HARM * c["n"] and c["sigma"] > 0
+            and c.get("mean_change_ci", [0, 0])[1] >= 0]
     return max(safe, key=lambda c: (c["better"], c["sigma"]))["sigma"] if safe else None
 
 
@@ -352,7 +355,8 @@ def markdown(result: dict) -> str:
                          f"{c['worse_ci'][0]:.0%}-{c['worse_ci'][1]:.0%} | "
                          f"{c['changed_median']} | {shift} | {'no' if gap else 'yes'} |")
     lines += ["", f"Declared sigma per model (`declared_sigma`: most detectably better directions among sigmas "
-              f"detectably harming at most {MAX_HARM:.0%} of them, ties to the larger; none without power):", ""]
+              f"detectably harming at most {MAX_HARM:.0%} of them and whose mean change is not detectably negative, ties to the "
+              "larger; none without power):", ""]
     for m in result["models"]:
         d = m["declared"]
         head = f"none ({d['reason']})" if d["sigma"] is None else f"{d['sigma']:g} ({d['reason']})"
