@@ -200,6 +200,30 @@ class TaskRewardModel(nn.Module):
         return max(common)
 
 
+def trainer_tokenizer(tok, prompt_ids: list[list[int]]):
+    """The tokenizer PPO hands TRL: `tok`, or a copy whose pad token occurs in no training prompt.
+
+    TRL's PPOTrainer finds padding by id (`ids != pad_token_id` in generation, reward, value and
+    training forwards, and pad fills the response after EOS). A pad token that also occurs inside
+    the prompts would be masked out of them and replaced by id 0: with a chat template whose turn
+    end is also the pad (SmolLM2: `<|im_end|>` is EOS and pad; a Llama-3 tokenizer has no pad and
+    load_policy gives it EOS), PPO would train on prompts other than those evaluated, and
+    TaskRewardModel would not recognise them. The copy pads with the first special token (unk
+    first) that no prompt contains and is not EOS; the policy's own tokenizer is left as it is.
+    """
+    used = {i for ids in prompt_ids for i in ids}
+    if tok.pad_token_id not in used:
+        return tok
+    for candidate in [tok.unk_token_id, *tok.all_special_ids]:
+        if candidate is not None and candidate not in used and candidate != tok.eos_token_id:
+            out = copy.deepcopy(tok)
+            out.pad_token = out.convert_ids_to_tokens(candidate)
+            return out
+    raise ValueError(f"PPO: the pad token {tok.pad_token!r} occurs in the training prompts and every other special "
+                     "token does too; TRL's PPO would mask it out of them. Give the tokenizer a pad token the "
+                     "prompts never contain")
+
+
 # ---- cost model of one update ----
 def value_config(config: PretrainedConfig) -> PretrainedConfig:
     """The value model's cost shape: the policy's, with a 1-output head instead of the vocab-sized LM head."""
@@ -341,6 +365,7 @@ class PPO(ConfiguredMethod):
             raise ValueError(f"method.prompts_per_step={c.prompts_per_step} but the train split has {len(rows)} "
                              f"rows; lower it to at most {len(rows)}")
         prompt_ids = tok([policy.format(r["prompt"]) for r in rows], add_special_tokens=False)["input_ids"]
+        tok = trainer_tokenizer(tok, prompt_ids)  # TRL finds padding by its id: one no prompt contains
         if c.prompts_per_step % (world_size() * c.num_mini_batches):
             raise DistributedError(f"method.prompts_per_step={c.prompts_per_step} cannot be split over {world_size()} "
                                    f"processes x num_mini_batches={c.num_mini_batches}; make it a multiple of their product")
