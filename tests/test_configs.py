@@ -221,3 +221,9 @@ def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(compose, caplog):
     es, grpo = (r.getMessage() for r in caplog.records)
     assert es.startswith("budget.flops=1e+30 cannot be spent: method.max_iterations=500 steps buy at most ")
     assert "budget.samples=1e+12 cannot be spent: method.max_steps=1000000 steps buy at most 6.4e+07 samples" in grpo
+
+
+def test_a_model_file_sets_the_threads_a_run_uses_and_the_command_line_wins(compose):
+    assert compose("model=zoo-1m").threads == 1
+    assert compose("model=smollm2-135m-instruct", "model.threads=2").threads == 2
+    assert compose("model=smollm2-135m-instruct", "model.threads=2", "threads=1").threads == 1
