@@ -75,6 +75,9 @@ def test_no_update_share_and_nothing_in_every_table(tmp_path):
     assert line.rstrip(" |").endswith("NO UPDATE")          # sigma=0.03, the last column
     assert (tmp_path / "out" / "sigma.png").stat().st_size > 1000
     assert "no update" not in (tmp_path / "out" / "runs.csv").read_text().split("\n")[1]  # runs stay ok
+    findings = (tmp_path / "out" / "findings.md").read_text()   # left out of the comparisons, and said so
+    assert "Not compared, because no update was ever applied" in findings and "m ES sigma=0.03 [NO UPDATE]" in findings
+    assert "ES sigma=0.03" not in (tmp_path / "out" / "comparisons.csv").read_text()
 
 
 def test_plots_leave_no_update_points_out(tmp_path, monkeypatch):

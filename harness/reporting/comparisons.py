@@ -301,8 +301,20 @@ def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
         return list(FILES)
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
-    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title))
+    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title, not_updated(agg.get("main"))))
     return list(FILES)
+
+
+def not_updated(main: pd.DataFrame | None) -> str:
+    """The rows left out because their runs never applied an update (their numbers are the base model's)."""
+    if main is None or main.empty or "status" not in main:
+        return ""
+    rows = main[main["status"] == "no update"]
+    if rows.empty:
+        return ""
+    names = "; ".join(f"{r['model']} {r['label']}" for _, r in rows.iterrows())
+    return (f"Not compared, because no update was ever applied (every iteration's population tied, so the "
+            f"weights are the base model's and the numbers are not a result): {names}.")
 
 
 # ----------------------------------------------------------------------------- from a committed runs.csv
