@@ -1,13 +1,14 @@
 """Base scores of a real model on every task, and its card: where a method has room to move it.
 
-    python -m harness.tools.model_card smollm2-135m-instruct --threads 2       # about 40 minutes on 2 cores
+    python -m harness.tools.model_card smollm2-135m-instruct --prompts 64 --samples 32 --long 16 0 --threads 1
 
 Each task is evaluated as a run would evaluate it (the model's conf/model settings: dtype, chat
 template; the task's conf/task settings plus the overrides listed below), on the first
 `--prompts` test prompts: greedy, and `--samples` samples at T=1 for pass@k and maj@k, with bootstrap
 95% CIs over prompts. The scores go to results/models/<name>/base_scores.json (per task, with the
-settings and wall time) and the card to docs/models/<name>.md. A task has headroom when greedy
-accuracy lies between 5% and 60%: a method can show a gain there, and a loss.
+settings and wall time; written after every task, so a stopped run keeps what it measured) and the
+card to docs/models/<name>.md. A task has headroom when greedy accuracy lies between 5% and 60%: a
+method can show a gain there, and a loss.
 """
 from __future__ import annotations
 
@@ -27,20 +28,21 @@ from harness.core.paths import CONF_DIR, ROOT
 # over 10 minutes for 40 prompts on one thread), cut to 512.
 TASKS = [
     ("arithmetic (2 digits, +-)", "arithmetic", {}),
-    ("arithmetic (3 digits, +-)", "arithmetic", {"digits": 3}),
+    ("conciseness", "conciseness", {}),
     ("countdown, 3 numbers", "countdown", {"template": "think", "max_new_tokens": 512}),
     ("countdown, 4 numbers", "countdown4", {"template": "think", "max_new_tokens": 512}),
     ("gsm8k", "gsm8k", {}),
     ("math500", "math500", {}),
     ("mbpp", "mbpp", {}),
-    ("conciseness", "conciseness", {}),
+    ("arithmetic (3 digits, +-)", "arithmetic", {"digits": 3}),
 ]
 HEADROOM = (0.05, 0.60)
 LONG_TOKENS = 64  # a task that may write more than this many tokens is evaluated with --long prompts and samples
 
 
 def measure(name: str, prompts: int, samples: int, threads: int, only: list[str] | None,
-            long: tuple[int, int] | None = None) -> dict:
+            long: tuple[int, int] | None = None, save=None) -> dict:
+    """Evaluate every task of TASKS (or `only`); `save(scores)` after each task, so a stopped run keeps its tasks."""
     import torch
 
     from harness.evaluation.evaluate import EvalConfig, evaluate
@@ -70,6 +72,8 @@ def measure(name: str, prompts: int, samples: int, threads: int, only: list[str]
         }
         print(f"{label}: " + ", ".join(f"{k}={v['mean']:.3f}" for k, v in res.metrics.items())
               + f" ({time.time() - t0:.0f} s)", flush=True)
+        if save:
+            save(out)
     return out
 
 
@@ -127,18 +131,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--card-only", action="store_true", help="rewrite the card from base_scores.json")
     args = p.parse_args(argv)
     out = ROOT / "results" / "models" / args.name / "base_scores.json"
-    if args.card_only:
-        scores = json.loads(out.read_text())
-    else:
-        scores = measure(args.name, args.prompts, args.samples, args.threads,
-                         [t for t in args.tasks.split(",") if t] or None, tuple(args.long) if args.long else None)
-        if out.is_file() and args.tasks:  # a partial rerun keeps the other tasks' scores
-            old = json.loads(out.read_text())
-            scores["tasks"] = {**old["tasks"], **scores["tasks"]}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out, scores)
     doc = ROOT / "docs" / "models" / f"{args.name}.md"
     doc.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(out.read_text()) if out.is_file() else None
+
+    def save(scores: dict) -> None:
+        if old and args.tasks:  # a partial rerun keeps the other tasks' scores
+            scores = {**scores, "tasks": {**old["tasks"], **scores["tasks"]}}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out, scores)
+        write_text_atomic(doc, card(scores))
+
+    if args.card_only:
+        if old is None:
+            raise SystemExit(f"error: {out} does not exist; run without --card-only first")
+        scores = old
+    else:
+        measure(args.name, args.prompts, args.samples, args.threads, [t for t in args.tasks.split(",") if t] or None,
+                tuple(args.long) if args.long else None, save)
+        scores = json.loads(out.read_text())
     write_text_atomic(doc, card(scores))
     print(f"wrote {out} and {doc}")
 
