@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,9 +142,11 @@ def main(argv=None) -> None:
         old = json.loads(a.out.read_text()) if a.out.is_file() else {}
         setting = (f"population {a.population} x {a.prompts} prompts, {a.max_new_tokens} new tokens, "
                    f"task {a.task or 'countdown (zoo, compact)'}, threads {a.threads}")
-        old.setdefault(a.model, {})[setting] = {**res, "load_average": os.getloadavg()[0],
-                                                "torch": torch.__version__, "command": "python -m harness.tools.bench_engines "
-                                                + " ".join(argv if argv is not None else __import__("sys").argv[1:])}
+        command = "python -m harness.tools.bench_engines " + " ".join(argv if argv is not None else sys.argv[1:])
+        same = {"load_average": os.getloadavg()[0], "torch": torch.__version__, "command": command}
+        # merged per figure: each keeps the command and machine load of the run that measured it (ratios are
+        # meaningful within one run only)
+        old.setdefault(a.model, {}).setdefault(setting, {}).update({k: {**v, **same} for k, v in res.items()})
         a.out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(a.out, old)
 
