@@ -18,6 +18,7 @@ def test_card_rows_flag_headroom_and_keep_units():
                   "arithmetic (2 digits, +-)": entry("arithmetic", 0.25, **{"pass@1": 0.2, "pass@16": 0.8, "pass@32": 0.9}),
                   "gsm8k": entry("gsm8k", 0.0, prompts=16, samples=0),
                   "conciseness": {**entry("conciseness", 0.0), "metrics": {
+                      "greedy_acc": {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0},   # exact match: not its score
                       "greedy_reward": {"mean": -242.0, "ci_low": -300.0, "ci_high": -200.0}}}}}
     text = card(scores)
     assert "| arithmetic (2 digits, +-) | 64 x 32 | 25.0 [20.0, 30.0] | 20.0 [15.0, 25.0] | 80.0 [75.0, 85.0] | 90.0 [85.0, 95.0] | yes | 12 |" in text

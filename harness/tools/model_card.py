@@ -87,7 +87,9 @@ def card(scores: dict) -> str:
         m = t["metrics"]
         cells = []
         for k in metrics:
-            v = m.get(k) or (m.get("greedy_reward") if k == "greedy_acc" else None)
+            if t["task"] == "conciseness":  # its score is the reward (characters of length error), not exact match
+                k = {"greedy_acc": "greedy_reward", "pass@1": "mean_reward"}.get(k, "")
+            v = m.get(k)
             cells.append("" if v is None else f"{100 * v['mean']:.1f} [{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}]"
                          if t["task"] != "conciseness" else f"{v['mean']:.0f} [{v['ci_low']:.0f}, {v['ci_high']:.0f}]")
         greedy = (m.get("greedy_acc") or {}).get("mean")
