@@ -96,9 +96,8 @@ def card(scores: dict) -> str:
         room = "" if greedy is None or t["task"] == "conciseness" else (
             "yes" if HEADROOM[0] <= greedy <= HEADROOM[1] else "no")
         rows.append(f"| {label} | {t['prompts']} x {t['samples']} | " + " | ".join(cells) + f" | {room} | {t['wall_s']:.0f} |")
-    provenance = (f"{model.source}; quantisation {model.quantisation}, dequantised to fp32 by "
-                  f"`python -m harness.models get {name}` (not the original checkpoint); licence {model.licence}"
-                  if model else "")
+    provenance = (f"{model.source}; dequantised to fp32 by `python -m harness.models get {name}` (the "
+                  f"{model.quantisation} weights, not the original checkpoint); licence {model.licence}" if model else "")
     return f"""# {name}
 
 {provenance}.
