@@ -65,7 +65,8 @@ def measure(name: str, prompts: int, samples: int, threads: int, only: list[str]
                          batch_size=256, n_examples=2)
         res = evaluate(policy, task, "test", cfg)
         out["tasks"][label] = {
-            "task": task_name, "overrides": overrides, "version": task.version, "prompts": n, "samples": m,
+            "task": task_name, "overrides": overrides, "version": task.version,
+            "prompts": next(iter(res.metrics.values()))["n"], "samples": m,  # prompts evaluated (a task may hold fewer)
             "wall_s": round(time.time() - t0, 1),
             "metrics": {k: {f: v[f] for f in ("mean", "ci_low", "ci_high")} for k, v in res.metrics.items()},
             "examples": res.examples[:2],
