@@ -93,9 +93,11 @@ def card(scores: dict) -> str:
             v = m.get(k)
             cells.append("" if v is None else f"{100 * v['mean']:.1f} [{100 * v['ci_low']:.1f}, {100 * v['ci_high']:.1f}]"
                          if t["task"] != "conciseness" else f"{v['mean']:.0f} [{v['ci_low']:.0f}, {v['ci_high']:.0f}]")
-        greedy = (m.get("greedy_acc") or {}).get("mean")
+        g = m.get("greedy_acc") or {}
+        greedy = g.get("mean")
         room = "" if greedy is None or t["task"] == "conciseness" else (
-            "yes" if HEADROOM[0] <= greedy <= HEADROOM[1] else "no")
+            "no" if not HEADROOM[0] <= greedy <= HEADROOM[1] else
+            "unclear (its interval reaches 0)" if g["ci_low"] <= 0 else "yes")
         rows.append(f"| {label} | {t['prompts']} x {t['samples']} | " + " | ".join(cells) + f" | {room} | {t['wall_s']:.0f} |")
     provenance = (f"{model.source}; dequantised to fp32 by `python -m harness.models get {name}` (the "
                   f"{model.quantisation} weights, not the original checkpoint); licence {model.licence}" if model else "")
@@ -112,7 +114,7 @@ def card(scores: dict) -> str:
 
 Base scores on the first test prompts of each task (greedy, and samples at T=1.0; the "n" column: prompts x
 samples), in %, with bootstrap 95% CIs over prompts; conciseness as its reward, minus the characters of length
-error (higher is better). Headroom: greedy between {100 * HEADROOM[0]:.0f}% and {100 * HEADROOM[1]:.0f}%. Measured with
+error (higher is better). Headroom: greedy between {100 * HEADROOM[0]:.0f}% and {100 * HEADROOM[1]:.0f}%, its interval clear of 0. Measured with
 `python -m harness.tools.model_card {name} --prompts {scores['prompts']} --samples {scores['samples']} --long {scores['long'][0]} {scores['long'][1]} --threads {scores['threads']}`
 (torch {scores['torch']}); the numbers are in [results/models/{name}/base_scores.json](../../results/models/{name}/base_scores.json).
 
