@@ -23,7 +23,7 @@ import torch
 
 from harness.engines import EngineConfig, EngineError, make_engine
 from harness.core.flops import generation_flops, padded_generation_flops
-from harness.core.policy import DTYPES, Policy, load_policy, resolve_model_path
+from harness.core.policy import DTYPES, Policy, bos_prefix, load_policy, resolve_model_path
 from methods.es_vllm import EXTENSION
 from methods.es_weights import weights_for
 from tasks.base import Task
@@ -55,7 +55,7 @@ def policy_shell(spec: dict) -> Policy:
     config = AutoConfig.from_pretrained(path)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[spec["dtype"]])
-    return Policy(model.eval(), tok, spec["name_or_path"], spec["chat_template"], spec["system_prompt"])
+    return Policy(model.eval(), tok, spec["name_or_path"], spec["chat_template"], spec["system_prompt"], bos_prefix(tok))
 
 
 class ESWorker:

@@ -49,11 +49,12 @@ class Policy:
     name: str
     chat_template: bool = False
     system_prompt: str | None = None
+    bos: str = ""   # the tokenizer's BOS text when it adds one itself (Gemma, Llama); see bos_prefix
 
     def format(self, prompt: str) -> str:
         """The exact text the model sees for a task prompt."""
         if not self.chat_template:
-            return prompt
+            return self.bos + prompt
         messages = [{"role": "user", "content": prompt}]
         if self.system_prompt:
             messages.insert(0, {"role": "system", "content": self.system_prompt})
@@ -118,7 +119,17 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
     if chat_template and tokenizer.chat_template is None:
         raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
     log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, device)
-    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt)
+    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt, bos_prefix(tokenizer))
+
+
+def bos_prefix(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The BOS text a raw prompt needs: every harness call site tokenizes formatted text with
+    add_special_tokens=False (a chat template writes its own special tokens), so a base model whose tokenizer
+    adds BOS itself (Gemma, Llama) would otherwise never see it; Gemma-3-270M then answers '<h2><h2>...'.
+    Empty for tokenizers that add nothing (the zoo's, SmolLM2's)."""
+    bos = tokenizer.bos_token
+    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return bos if bos and ids and ids[0] == tokenizer.bos_token_id else ""
 
 
 def _load_tokenizer(path: str) -> PreTrainedTokenizerBase:
