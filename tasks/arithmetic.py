@@ -93,8 +93,10 @@ class Arithmetic:
         found = _INT.findall(text)
         if not found:
             return None
-        digits = found[-1].rstrip(",").replace(",", "")
-        return str(int(digits)) if digits.lstrip("-") else None
+        text = found[-1].rstrip(",").replace(",", "")
+        sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+        digits = digits.lstrip("0") or "0"  # canonical without int(): a 20,000-digit answer is text, not a crash
+        return "0" if digits == "0" else sign + digits
 
     def is_correct(self, completion: str, answer: int, **_) -> bool:
         return self.extract_answer(completion) == str(int(answer))

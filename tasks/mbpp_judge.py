@@ -36,6 +36,7 @@ import builtins
 import math
 import operator
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -133,6 +134,17 @@ class Check:
             return False
         return self.accepts_value(value)
 
+
+
+_AST_LOCK = threading.Lock()
+
+
+def _parse(source: str, mode: str = "exec") -> ast.AST:
+    """ast.parse under one lock: the judge plans tests from several threads, and CPython 3.11's AST
+    conversion keeps its recursion depth in shared state, so concurrent parses failed at random with
+    "SystemError: AST constructor recursion depth mismatch" (gh-106905)."""
+    with _AST_LOCK:
+        return ast.parse(source, mode=mode)
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -247,7 +259,7 @@ def plan(test: str, setup_names: frozenset = frozenset()) -> Check:
     as a statement inside the sandbox. `setup_names`: names the row's setup code defines, which
     an expected expression may use."""
     try:
-        tree = ast.parse(test)
+        tree = _parse(test)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return Check(test, False, test=test)
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
@@ -260,7 +272,7 @@ def plan(test: str, setup_names: frozenset = frozenset()) -> Check:
 def setup_names(setup: str) -> frozenset:
     """Names a row's setup code binds at top level (none if it does not parse)."""
     try:
-        tree = ast.parse(setup or "")
+        tree = _parse(setup or "")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return frozenset()
     return frozenset(n.id for stmt in tree.body for n in ast.walk(stmt)
@@ -273,7 +285,7 @@ def modules_named(checks: list[Check]) -> list[str]:
     names = set()
     for c in checks:
         if c.expected_src is not None:
-            names |= free_names(ast.parse(c.expected_src, mode="eval"))
+            names |= free_names(_parse(c.expected_src, mode="eval"))
     return sorted(n for n in names if n in sys.stdlib_module_names and not hasattr(builtins, n))
 
 
