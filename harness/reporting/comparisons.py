@@ -50,7 +50,7 @@ from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.records import Record
 from harness.evaluation.metrics import per_prompt_values
-from harness.reporting.aggregate import metric_names, t975
+from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
 from harness.reporting.format import is_percent, isnan
 
 N_BOOT = 2000
@@ -309,7 +309,7 @@ def not_updated(main: pd.DataFrame | None) -> str:
     """The rows left out because their runs never applied an update (their numbers are the base model's)."""
     if main is None or main.empty or "status" not in main:
         return ""
-    rows = main[main["status"] == "no update"]
+    rows = main[main["status"] == NO_UPDATE]
     if rows.empty:
         return ""
     names = "; ".join(f"{r['model']} {r['label']}" for _, r in rows.iterrows())
@@ -385,7 +385,6 @@ def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_pro
                         ) -> pd.DataFrame:
     """Every comparison of a runs frame (no records), paired by seed only: the report's rows
     (points_frame, choose) and pairs(), one Student-t row per comparison and metric."""
-    from harness.reporting.aggregate import choose, points_frame
     if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
     if n_prompts is not None:

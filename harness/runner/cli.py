@@ -50,7 +50,7 @@ def main(cfg: DictConfig) -> None:
         validate(cfg)  # before any heavy import: the answer to a typo is immediate
     except ConfigError as e:
         fail(e)
-    missing = _missing_hub_model(cfg)
+    missing = _unloadable_model(cfg)
     if missing:
         fail(missing)
     from harness.core.quiet import quiet_known_warnings
@@ -74,7 +74,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(143 if isinstance(e, Terminated) else 130)
 
 
-def _missing_hub_model(cfg: DictConfig) -> str | None:
+def _unloadable_model(cfg: DictConfig) -> str | None:
     """A model that cannot load, said before torch loads: a hub id not cached offline (harness/core/hub.py),
     or a wheel model not materialised (harness/core/wheels.py; for an experiment, any of its models)."""
     from harness.core import wheels
