@@ -25,11 +25,18 @@ from harness.core.errors import UserError
 CKPT = "es_checkpoint"
 # settings a resumed run may change: bounds, checkpoint cadence, batching and where members are scored
 LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine", "workers", "use_ray",
-         "ray_address", "threads")
+         "ray_address", "threads", "numerics_record")
 # the variant settings' defaults: what a checkpoint written before they existed was trained with
 VARIANT_DEFAULTS = {"params": "all", "noise_rank": None, "antithetic": False, "normalize": "zscore",
-                    "peft": None, "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"}}
+                    "peft": None, "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"},
+                    "numerics": "exact", "noise_seeding": "iid"}
 NORMALIZE = ("zscore", "none", "centered_ranks")
+# how a member's seed becomes each tensor's torch seed (method.noise_seeding):
+#   iid                esbench: splitmix64 of (member seed, tensor index), an independent stream per tensor
+#   per_tensor_offset  the reference code's later version (--seed_shift): member seed + tensor index
+#   per_tensor_same    the reference code's first version: the member seed for every tensor, so every two
+#                      tensors of one shape get identical noise
+SEEDINGS = ("iid", "per_tensor_offset", "per_tensor_same")
 PARAM_SETS = {  # method.params names -> name regex ("last_layer" is computed from the names)
     "norms": r"(norm|(^|\.)ln_)",
     "norms+attention": r"(norm|(^|\.)ln_|self_attn\.|attention\.|attn\.)",
@@ -48,10 +55,12 @@ class NoiseSpec:
         indices: positions in `named_parameters()` of the perturbed tensors; None = every tensor.
         rank: None = full-rank Gaussian noise; r = low-rank noise (A B^T)/sqrt(r) for every tensor of
             2 or more dimensions (vectors stay full-rank).
+        seeding: how tensor i's torch seed derives from the member seed (SEEDINGS; tensor_seed).
     """
 
     indices: tuple[int, ...] | None = None
     rank: int | None = None
+    seeding: str = "iid"
 
     def selected(self, n: int):
         """The perturbed tensors' indices among n."""
@@ -96,8 +105,10 @@ def select_params(names: list[str], spec: str) -> tuple[int, ...] | None:
 
 
 def noise_spec(names: list[str], shapes: list[tuple[int, ...]], params: str = "all",
-               noise_rank: int | None = None) -> NoiseSpec:
+               noise_rank: int | None = None, seeding: str = "iid") -> NoiseSpec:
     """The NoiseSpec of a model (names, shapes in `named_parameters()` order) under the variant settings."""
+    if seeding not in SEEDINGS:
+        raise VariantError(f"method.noise_seeding={seeding!r} is unknown; use one of {', '.join(SEEDINGS)}")
     indices = select_params(names, params)
     if noise_rank is not None:
         for i in (range(len(names)) if indices is None else indices):
@@ -105,7 +116,7 @@ def noise_spec(names: list[str], shapes: list[tuple[int, ...]], params: str = "a
             if side is not None and noise_rank > side:
                 raise VariantError(f"method.noise_rank={noise_rank} exceeds the smaller side of {names[i]} "
                                    f"{tuple(shapes[i])}; use noise_rank <= {side}")
-    return NoiseSpec(indices, noise_rank)
+    return NoiseSpec(indices, noise_rank, seeding)
 
 _MASK64 = (1 << 64) - 1
 
@@ -124,6 +135,17 @@ def noise_seed(member_seed: int, index: int) -> int:
     return _splitmix64(z) >> 1  # 63 bits: a valid seed on every torch device
 
 
+def tensor_seed(member_seed: int, index: int, seeding: str = "iid") -> int:
+    """The torch seed of tensor `index`'s noise for member `member_seed` under `seeding` (SEEDINGS)."""
+    if seeding == "iid":
+        return noise_seed(member_seed, index)
+    if seeding == "per_tensor_offset":
+        return int(member_seed) + index  # the reference: gen.manual_seed(int(seed + seed_shift_value))
+    if seeding == "per_tensor_same":
+        return int(member_seed)  # the reference's first version: gen.manual_seed(int(seed)) for every tensor
+    raise VariantError(f"method.noise_seeding={seeding!r} is unknown; use one of {', '.join(SEEDINGS)}")
+
+
 def _splitmix64(x: int) -> int:
     x = (x + 0x9E3779B97F4A7C15) & _MASK64
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
@@ -132,8 +154,8 @@ def _splitmix64(x: int) -> int:
 
 
 def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | None = None,
-          rank: int | None = None) -> torch.Tensor:
-    """eps for tensor `index` of member `member_seed`: fp32 standard normal shaped like `like`.
+          rank: int | None = None, seeding: str = "iid", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """eps for tensor `index` of member `member_seed`: a standard normal shaped like `like` (fp32 by default).
 
     Args:
         member_seed: the member's integer seed s_n.
@@ -143,8 +165,18 @@ def noise(member_seed: int, index: int, like: torch.Tensor, out: torch.Tensor | 
         rank: None: full-rank. r: for a tensor of >= 2 dimensions (rows = first dimension, columns =
             the rest), EGGROLL's low-rank eps = A B^T / sqrt(r), A (rows x r) and B (columns x r)
             standard normal from the same stream; every entry still has variance 1. Vectors stay full-rank.
+        seeding: the tensor's torch seed rule (tensor_seed); "iid" is the stream ES always used.
+        dtype: the dtype the normal is drawn in. numerics=inplace draws in the parameter's own dtype, as
+            the reference does (torch.randn(..., dtype=param.dtype)): that is not an fp32 draw rounded,
+            so the two are different noise. Full rank only; `out` must then have this dtype.
     """
-    g = torch.Generator(device=like.device).manual_seed(noise_seed(member_seed, index))
+    g = torch.Generator(device=like.device).manual_seed(tensor_seed(member_seed, index, seeding))
+    if dtype != torch.float32:
+        if rank is not None:
+            raise VariantError("low-rank noise (method.noise_rank) is drawn in fp32 only; drop method.noise_rank")
+        if out is None:
+            return torch.randn(like.shape, generator=g, device=like.device, dtype=dtype)
+        return torch.randn(like.shape, generator=g, out=out[:like.numel()].view(like.shape))
     if rank is not None and like.dim() >= 2:
         rows = like.shape[0]
         cols = like.numel() // rows
@@ -169,7 +201,7 @@ def perturb(params: list[torch.Tensor], master: list[torch.Tensor], member_seed:
     spec = spec or NoiseSpec()
     for i in spec.selected(len(params)):
         p, m = params[i], master[i]
-        eps = noise(member_seed, i, m, buf, spec.rank)
+        eps = noise(member_seed, i, m, buf, spec.rank, spec.seeding)
         torch.add(m, eps, alpha=sigma, out=p)
 
 
@@ -198,7 +230,7 @@ def es_update(master: list[torch.Tensor], member_seeds: list[int], z: list[float
         m = master[i]
         acc = torch.zeros_like(m)
         for s, zn in zip(member_seeds, z):
-            acc.add_(noise(s, i, m, buf, spec.rank), alpha=zn)
+            acc.add_(noise(s, i, m, buf, spec.rank, spec.seeding), alpha=zn)
         acc.mul_(alpha / n)
         m.add_(acc)
         sq += float(acc.pow(2).sum())
@@ -270,13 +302,14 @@ def update_terms(seeds: list[int], signs: list[float], z: list[float]) -> tuple[
 def master_checksum(master: list[torch.Tensor], chunk: int = 1 << 26) -> str:
     """A fingerprint of the exact bits of every master tensor (any one-ulp change alters it).
 
-    Integer sums of the fp32 bit patterns, two mixes per tensor, computed on the tensors' own device
-    in chunks (no full copy of a 7B master), then hashed together with the tensor index. Workers
-    compare it after every update (they must hold identical masters).
+    Integer sums of the bit patterns (fp32 as int32; bf16/fp16 weights under numerics=inplace as
+    int16), two mixes per tensor, computed on the tensors' own device in chunks (no full copy of a 7B
+    master), then hashed together with the tensor index. Workers compare it after every update (they
+    must hold identical masters).
     """
     h = hashlib.sha256()
     for i, m in enumerate(master):
-        flat = m.detach().reshape(-1).view(torch.int32)
+        flat = m.detach().reshape(-1).view({2: torch.int16, 4: torch.int32, 8: torch.int64}[m.element_size()])
         s1 = s2 = 0
         for a in range(0, flat.numel(), chunk):
             x = flat[a:a + chunk].to(torch.int64)

@@ -37,9 +37,9 @@ class ESWorkerExtension(WorkerExtension):
     def es_save(self, path: str) -> None:
         save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.es_names, self.es_master)}, path)
 
-    def es_set_noise(self, indices: list[int] | None, rank: int | None) -> None:
-        """The ES variant's NoiseSpec: tensors perturbed/updated and the noise rank."""
-        self.es_spec = NoiseSpec(None if indices is None else tuple(indices), rank)
+    def es_set_noise(self, indices: list[int] | None, rank: int | None, seeding: str = "iid") -> None:
+        """The ES variant's NoiseSpec: tensors perturbed/updated, the noise rank and the tensors' seeding."""
+        self.es_spec = NoiseSpec(None if indices is None else tuple(indices), rank, seeding)
 
     @torch.no_grad()
     def es_perturb(self, member_seed: int, sigma: float) -> None:
@@ -50,7 +50,7 @@ class ESWorkerExtension(WorkerExtension):
         def tensors():
             for i in spec.selected(len(self.es_names)):
                 n, m = self.es_names[i], self.es_master[i]
-                eps = noise(member_seed, i, m, self.es_buf, spec.rank)
+                eps = noise(member_seed, i, m, self.es_buf, spec.rank, spec.seeding)
                 out = self.es_tmp[:m.numel()].view(m.shape)
                 torch.add(m, eps, alpha=sigma, out=out)
                 yield n, out  # copied (and cast) into the engine's parameter before the next one is made
