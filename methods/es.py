@@ -29,6 +29,12 @@ Departures from the paper's reference code (all deliberate):
   (EGGROLL low-rank eps = A B^T / sqrt(r) for matrices), `antithetic` (mirrored pairs +eps/-eps on
   one seed), `normalize` (zscore | none | centered_ranks) and `peft: lora` (ES on LoRA adapter
   weights only, merged into the model at the end). See methods/es_core.py and tests/test_es_variants.py.
+- Numerics as a variable (not in the paper's text; defaults = the fp32 master above): `numerics: inplace`
+  runs the reference code's own arithmetic (no master; perturb, restore and update in place in
+  model.dtype, noise drawn in that dtype; methods/es_numerics.py), `noise_seeding` picks the tensors'
+  seeds (iid: ours; per_tensor_offset / per_tensor_same: the reference's two versions), and
+  `numerics_record` records restore error, changed coordinates and the final |delta| in ulps
+  (StepStats extras and the train summary under `numerics`). See tests/test_es_numerics.py.
 - Checkpoint/resume (not in the paper): master weights + iteration + ledger state; all randomness
   is a pure function of (seed, iteration), so a resumed run reaches bit-identical weights.
   Checkpoints are swapped in atomically and survive a kill at any point of a save.
@@ -56,9 +62,10 @@ from harness.engines import plain_engine
 from harness.core.flops import generation_flops
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es_core import (CKPT, LOOSE, NORMALIZE, VARIANT_DEFAULTS, VariantError, es_update,  # noqa: F401
-                             members, noise, noise_seed, noise_spec, normalize, perturb, restore, update_terms,
-                             wants_population, zscore)
+from methods.es_core import (CKPT, LOOSE, NORMALIZE, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
+                             es_update, members, noise, noise_seed, noise_spec, normalize, perturb, restore,
+                             update_terms, wants_population, zscore)
+from methods.es_numerics import NUMERICS
 from methods.es_lora import adapter_tensors, wrap_lora
 from methods.es_workers import WorkerError, blocks, start_workers
 from tasks.base import Task
@@ -100,6 +107,15 @@ class ESConfig:
                                                     "(engine=hf only), merged into the model at the end"})
     lora: dict = field(default_factory=lambda: dict(VARIANT_DEFAULTS["lora"]), metadata={
         "help": "peft=lora adapter: r, alpha, target_modules"})
+    # numerics (issue 24; defaults: the fp32 master, bit-identical to ES before them)
+    numerics: str = field(default="exact", metadata={
+        "help": "exact: fp32 master, exact restore | inplace: the reference code's in-place arithmetic in "
+                "model.dtype (engine=hf)"})
+    noise_seeding: str = field(default="iid", metadata={
+        "help": "tensor seeds: iid (splitmix64 of member seed, index) | per_tensor_offset (seed + index) | "
+                "per_tensor_same (the member seed for every tensor)"})
+    numerics_record: bool | None = field(default=None, metadata={
+        "help": "record restore error, changed share and the final |delta| in ulps; null: true iff numerics=inplace"})
 
     def __post_init__(self):
         self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
@@ -150,6 +166,29 @@ class ESConfig:
                                "set engine=hf engine.workers=1 or drop method.peft")
         if self.peft and not (int(self.lora["r"]) >= 1 and float(self.lora["alpha"]) > 0):
             raise VariantError(f"method.lora={self.lora}: r must be >= 1 and alpha > 0")
+        self._check_numerics()
+
+    def _check_numerics(self) -> None:
+        if self.numerics not in NUMERICS:
+            raise VariantError(f"method.numerics={self.numerics!r} is unknown; use one of {', '.join(NUMERICS)}")
+        if self.noise_seeding not in SEEDINGS:
+            raise VariantError(f"method.noise_seeding={self.noise_seeding!r} is unknown; "
+                               f"use one of {', '.join(SEEDINGS)}")
+        if self.numerics_record is None:
+            self.numerics_record = self.numerics == "inplace"
+        if self.numerics == "inplace":
+            if self.engine_name != "hf":
+                raise VariantError(f"method.numerics=inplace is not supported on engine={self.engine_name}; "
+                                   "use engine=hf")
+            if self.noise_rank is not None:
+                raise VariantError("method.numerics=inplace draws full-rank noise in the weights' dtype, as the "
+                                   "reference does; drop method.noise_rank or use numerics=exact")
+            if self.peft:
+                raise VariantError("method.numerics=inplace perturbs the model's own weights (peft keeps adapters "
+                                   "in fp32, no reference to follow); drop method.peft or use numerics=exact")
+        if self.numerics_record and self.engine_name != "hf":
+            raise VariantError(f"method.numerics_record=true is measured on engine=hf only, not "
+                               f"engine={self.engine_name}; set method.numerics_record=false or use engine=hf")
 
 
 # ---- the method: the one ES loop ----
@@ -228,12 +267,12 @@ class ES(ConfiguredMethod):
         self._check_fits(policy, task, ledger, rows)
         names_shapes = named if named is not None else list(policy.model.named_parameters())  # a meta model will do
         spec = noise_spec([n for n, _ in names_shapes], [tuple(p.shape) for _, p in names_shapes], c.params,
-                          c.noise_rank)
+                          c.noise_rank, c.noise_seeding)
         pool = self._start_workers(policy, task, c.engine, named)
         k = len(pool.workers)
         try:
             indices = None if spec.indices is None else list(spec.indices)
-            checksum = self._agree(pool.call("init_master", [(source, indices, spec.rank)] * k), start)
+            checksum = self._agree(pool.call("init_master", [(source, indices, spec.rank, spec.seeding)] * k), start)
             it, skipped, last = start, 0, None
             ledger.start_clock()
             while it < c.max_iterations and not ledger.exhausted:
@@ -244,6 +283,7 @@ class ES(ConfiguredMethod):
                 if c.checkpoint_every and it % c.checkpoint_every == 0:
                     self._save_checkpoint(pool, run_dir, it, ledger)
             self._save_checkpoint(pool, run_dir, it, ledger)
+            numerics = self._numerics(pool, final=True, since=start)
         finally:
             pool.close()
         if not self.weights_in_driver:  # the workers held the weights: the trained master into the driver's model
@@ -252,18 +292,32 @@ class ES(ConfiguredMethod):
         return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
                 "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
                 "last_reward_mean": last.reward_mean if last else None, "workers": k,
-                "engine": c.engine_name, "master_checksum": checksum}
+                "engine": c.engine_name, "master_checksum": checksum, "numerics": numerics}
 
     def _start_workers(self, policy: Policy, task: Task, engine: dict, named: list | None):
         c = self.config
-        return start_workers(c.workers, self.use_ray, engine, policy, task, c.threads, c.ray_address, named)
+        numerics = {"numerics": c.numerics, "record": bool(c.numerics_record)}
+        return start_workers(c.workers, self.use_ray, engine, policy, task, c.threads, c.ray_address, named,
+                             numerics)
 
-    @staticmethod
-    def _agree(sums: list[str], it: int) -> str:
+    def _agree(self, sums: list[str], it: int) -> str:
         if len(set(sums)) != 1:
+            if self.config.numerics == "inplace":
+                raise WorkerError(f"ES workers' weights diverged after iteration {it}: checksums {sums}; under "
+                                  "numerics=inplace the workers' rounding diverged (in-place arithmetic in the "
+                                  "weights' dtype differs across their devices/kernels); use numerics=exact")
             raise WorkerError(f"ES workers' master weights diverged after iteration {it}: checksums {sums}; "
                               "refusing to continue (workers must apply identical updates)")
         return sums[0]
+
+    def _numerics(self, pool, final: bool, since: int = 0) -> dict | None:
+        """Worker 0's numerics record (methods/es_numerics.py): this iteration's, or the run's summary
+        (|delta| against the weights at iteration `since`: the start, or the checkpoint resumed from)."""
+        c = self.config
+        if not c.numerics_record:
+            return {"numerics": c.numerics, "noise_seeding": c.noise_seeding, "record": False} if final else None
+        rec = pool.call("numerics", [(final,)], "recording numerics")[0]
+        return {"noise_seeding": c.noise_seeding, **rec, **({"since_iteration": since} if final else {})}
 
     def _iteration(self, pool, it: int, ledger: Ledger, n_train: int) -> StepStats:
         """One ES iteration; charges the ledger once the update is in every worker's weights."""
@@ -293,6 +347,8 @@ class ES(ConfiguredMethod):
             norms, sums = [r[0] for r in res], [r[1] for r in res]
         checksum = self._agree(sums, it + 1)
         t_update = time.perf_counter() - a
+        numerics = self._numerics(pool, final=False)
+        extra = {"numerics": numerics} if numerics is not None else {}
         t = {key: sum(m["t"][key] for m in scored) for key in ("generate", "reward", "perturb_restore")}
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
         return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
@@ -301,7 +357,7 @@ class ES(ConfiguredMethod):
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
                            **{f"time_{key}_s": v for key, v in t.items()}, time_update_s=t_update,
                            time_score_wall_s=t_score, workers=k, engine=c.engine_name,
-                           master_checksum=checksum, tokens=sum(m["tokens"] for m in scored))
+                           master_checksum=checksum, tokens=sum(m["tokens"] for m in scored), **extra)
 
     def _check_fits(self, policy, task, ledger, rows) -> None:
         """Fail before any work when one iteration (worst case: every completion at max length) exceeds the budget."""
