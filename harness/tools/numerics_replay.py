@@ -149,6 +149,11 @@ def markdown(result: dict) -> str:
         top = ", ".join(f"{g} {k}" for g, k in r["top100_by_group"].items())
         lines.append(f"| {r['arith']} | {r['dtype']} | {100 * r['unchanged_share']:.2f}% | {r['max_abs_delta']:.3g} | "
                      f"{r['max_set_size']} ({groups}) | {top} | {r['s_per_iteration']:.1f} |")
+    for r in result["arithmetics"]:
+        if r["coordinates_at_cut_value"] > 1:
+            lines.append(f"\n{r['arith']}: {r['coordinates_at_cut_value']} coordinates tie at the 100th value "
+                         f"({r['top100_cut']:.3g}), so which of them fill the top 100 is torch.topk's tie order; "
+                         "the max-set counts are complete.")
     lines += ["", "|delta| in ulps of the initial weight (working dtype):", "",
               "| arithmetic | " + " | ".join(result["arithmetics"][0]["ulp_histogram"]) + " |",
               "|---|" + "---|" * len(result["arithmetics"][0]["ulp_histogram"])]
