@@ -65,6 +65,37 @@ def test_hand_made_delta_lands_in_its_group_and_rank():
     assert "lm_head" not in d["groups"]  # tied: the head is the embedding, counted once
 
 
+def test_max_set_counts_every_coordinate_tied_at_the_max():
+    delta = {"model.layers.0.input_layernorm.weight": torch.tensor([0.5, -0.5, 0.1, 0.0]),
+             "model.layers.0.self_attn.q_proj.bias": torch.tensor([-0.5, 0.2]),
+             "model.layers.0.mlp.up_proj.weight": torch.tensor([[0.5, 0.0], [0.49, 0.0]])}
+    loc = localisation(delta, top_k=2, top_fraction=0.1)
+    assert loc["max_set"] == {"max_abs": 0.5, "size": 4, "by_group": {"norm": 2, "attn_bias": 1, "mlp": 1}}
+    assert sum(loc["top_k_counts"].values()) == 2  # the top-2 cut falls inside the 4-way tie; the set does not
+    assert loc["group_share"] == {"attn_bias": 0.2, "mlp": 0.4, "norm": 0.4}
+    zero = {n: torch.zeros_like(d) for n, d in delta.items()}
+    assert localisation(zero)["max_set"] == {"max_abs": 0.0, "size": 0, "by_group": {}}
+
+
+def test_bf16_stored_weights_give_exact_deltas_and_ties(tmp_path):
+    """A run kept in bf16 (numerics=inplace) stores bf16 weights: deltas are exact, so ties are whole."""
+    step = 2.0 ** -7  # one bf16 ulp just above 1.0 (two just below)
+    policy, trained = load_policy("zoo-100k", "bfloat16", device="cpu"), load_policy("zoo-100k", "bfloat16", device="cpu")
+    base_p, new_p = dict(named_params(policy.model)), dict(named_params(trained.model))
+    with torch.no_grad():
+        for name, idx, sign in (("model.layers.0.input_layernorm.weight", [0, 1, 2], 1),
+                                ("model.norm.weight", [5], -1), ("model.layers.1.self_attn.k_proj.bias", [3], 1)):
+            base_p[name][idx] = 1.0
+            new_p[name][idx] = 1.0 + sign * step
+        new_p["model.layers.0.mlp.up_proj.weight"][0, 0] += 2.0 ** -12  # smaller: outside the set
+    save_update(tmp_path, trained.model)
+    final = load_update(tmp_path, {"path": "update.safetensors"}, "r")
+    assert final["model.norm.weight"].dtype == torch.bfloat16
+    loc = localisation(deltas(final, policy.model))
+    assert loc["max_set"] == {"max_abs": step, "size": 5, "by_group": {"norm": 4, "attn_bias": 1}}
+    assert loc["max_abs"]["mlp"] > 0 and loc["n_nonzero"] == 6
+
+
 class DenseCountdown(Countdown):
     """Countdown with a dense toy reward, so ES members score differently and every iteration updates."""
 

@@ -77,6 +77,8 @@ def test_pure_random_walk_matches_the_null(walk):
     md = _md(r)
     assert md.count(MATCH) == 4  # drift, top-k, top fraction, sparsity
     assert "one ES update" in md and "one member's step" in md
+    ms = r["localisation"]["max_set"]  # a continuous walk: one coordinate holds the max
+    assert ms["size"] == 1 and "## Maximum-|delta| set" in md and f"| {ms['size']} |" in md
 
 
 def test_planted_signal_departs_from_the_null(walk):

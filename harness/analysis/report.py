@@ -240,6 +240,16 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
     L += ["", "## Largest |delta| per group\n", _row(["run", *(lab[g] for g in present)]), "|" + "---|" * (1 + len(present))]
     for r in runs:
         L.append(_row([r["name"], *(_g(r["localisation"]["max_abs"].get(g)) for g in present)]))
+    L += ["", "## Maximum-|delta| set (every coordinate tied at the largest |delta|)\n",
+          "NOTE-076 counts such a set (\"117 of 144 maximum-magnitude coordinates are LayerNorm weights\"); in "
+          "bf16/fp16 |delta| takes few values, so the maximum is often shared. Each group: count (its share of "
+          "all coordinates).\n", _row(["run", "max |delta|", "size", "by group"]), "|---|---|---|---|"]
+    for r in runs:
+        loc = r["localisation"]
+        ms, share = loc.get("max_set") or {}, loc.get("group_share", {})
+        L.append(_row([r["name"], _g(ms.get("max_abs")), ms.get("size", "-"),
+                       ", ".join(f"{lab.get(g, group_label(g, tied))} {k} ({_share(share.get(g))})"
+                                 for g, k in ms.get("by_group", {}).items()) or "-"]))
     L += ["", "## Functional sparsity\n",
           "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
           f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
@@ -333,6 +343,10 @@ def _verdict(nl: dict, keys, cells: dict) -> str:
     ok = all(nl["verdict"][k] for k in keys)
     bad = [f"{g} {_r(c['ratio'])}" for g, c in cells.items() if not c["ok"]]
     return verdict(ok, ", ".join(bad[:4]))
+
+
+def _share(x) -> str:
+    return "-" if x is None else f"{100 * x:.2g}%"
 
 
 def _pct(x) -> str:
