@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 import torch
+from safetensors.torch import load_file
 
 from harness.core.errors import UserError
 
@@ -317,3 +318,13 @@ def master_checksum(master: list[torch.Tensor], chunk: int = 1 << 26) -> str:
             s2 += int((x * ((x >> 9) | 1)).sum())  # wraps in int64 (deterministic)
         h.update(f"{i}:{m.numel()}:{s1}:{s2};".encode())
     return h.hexdigest()[:16]
+
+
+def load_named(path, names: list[str], device) -> dict[str, torch.Tensor]:
+    """A saved master (safetensors keyed by HF names) holding exactly `names`, or a one-line ValueError."""
+    saved = load_file(str(path), device=str(device))
+    missing = [n for n in names if n not in saved]
+    if missing or len(saved) != len(names):
+        raise ValueError(f"{path} holds weights for a different model ({len(missing)} of its "
+                         f"{len(names)} tensors missing, e.g. {(missing or ['none'])[0]}); use a fresh run_dir")
+    return saved

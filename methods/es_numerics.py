@@ -30,9 +30,9 @@ transient snapshot of the first member's weights each iteration.
 from __future__ import annotations
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from methods.es_core import NoiseSpec, VariantError, master_checksum, noise
+from methods.es_core import NoiseSpec, VariantError, load_named, master_checksum, noise
 
 NUMERICS = ("exact", "inplace")
 BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # |delta| / ulp: 0, (0,1], (1,2], (2,4], (4,8], >8
@@ -150,12 +150,7 @@ class InplaceWeights:
     def init_master(self, path=None) -> None:
         """Load a checkpoint into the weights (cast to their dtype); there is no separate master."""
         if path is not None:
-            saved = load_file(str(path), device=str(self.params[0].device))
-            missing = [n for n in self.names if n not in saved]
-            if missing or len(saved) != len(self.names):
-                raise ValueError(f"{path} holds weights for a different model ({len(missing)} of its "
-                                 f"{len(self.names)} tensors missing, e.g. {(missing or ['none'])[0]}); "
-                                 "use a fresh run_dir")
+            saved = load_named(path, self.names, self.params[0].device)
             for n, p in zip(self.names, self.params):
                 p.copy_(saved[n])
         self._in_place = None

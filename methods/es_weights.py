@@ -23,9 +23,9 @@ and HFWeights' optional numerics record (`record=True`) is the same Recorder, fo
 from __future__ import annotations
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from methods.es_core import NoiseSpec, es_update, master_checksum, perturb, restore
+from methods.es_core import NoiseSpec, es_update, load_named, master_checksum, perturb, restore
 from methods.es_numerics import NUMERICS, InplaceWeights, Recorder
 
 
@@ -48,12 +48,7 @@ class HFWeights:
         if path is None:
             self.master = [p.detach().float().clone() for p in self.params]
         else:
-            saved = load_file(str(path), device=str(self.params[0].device))
-            missing = [n for n in self.names if n not in saved]
-            if missing or len(saved) != len(self.names):
-                raise ValueError(f"{path} holds weights for a different model ({len(missing)} of its "
-                                 f"{len(self.names)} tensors missing, e.g. {(missing or ['none'])[0]}); "
-                                 "use a fresh run_dir")
+            saved = load_named(path, self.names, self.params[0].device)
             self.master = [saved[n].float().clone() for n in self.names]
         self._buf = torch.empty(max(p.numel() for p in self.params), dtype=torch.float32,
                                 device=self.params[0].device)
