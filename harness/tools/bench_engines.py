@@ -15,6 +15,9 @@ chat template; --out merges the figures into a JSON file that the model's card q
 
     python -m harness.tools.bench_engines --model smollm2-135m-instruct --task arithmetic --engines hf \
         --dtypes bfloat16,float32 --threads 2 --workers 0 --out results/bench/smollm2-135m-instruct.json
+
+--numerics exact,inplace also times the reference code's in-place arithmetic (method.numerics=inplace,
+hf only: no fp32 master, restore by subtraction) beside the exact fp32 master at each dtype.
 """
 from __future__ import annotations
 
@@ -46,11 +49,13 @@ def bench_task(name: str | None, max_new_tokens: int):
 
 
 def run(model: str, engine: str, workers: int, population: int, prompts: int, iterations: int,
-        max_new_tokens: int, sigma: float, dtype: str = "float32", task: str | None = None) -> list[dict]:
+        max_new_tokens: int, sigma: float, dtype: str = "float32", task: str | None = None,
+        numerics: str = "exact") -> list[dict]:
     policy = load_policy(model, dtype, chat_template="auto", device="cpu")
     task = bench_task(task, max_new_tokens)
     es = ES(population=population, prompts_per_iteration=prompts, sigma=sigma, alpha=sigma / 2,
-            generation_batch_size=prompts, checkpoint_every=0, engine={"name": engine, "workers": workers})
+            generation_batch_size=prompts, checkpoint_every=0, engine={"name": engine, "workers": workers},
+            numerics=numerics)
     with tempfile.TemporaryDirectory() as d:
         ledger = Ledger(limit=iterations * population * prompts, kind="samples")
         es.train(policy, task, ledger, Path(d))
@@ -99,6 +104,7 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtypes", default="float32", help="model dtypes to time, e.g. bfloat16,float32")
     ap.add_argument("--task", default=None, help="a conf/task option (default: the zoo's compact Countdown)")
+    ap.add_argument("--numerics", default="exact", help="ES arithmetics to time on hf: exact, inplace or both")
     ap.add_argument("--out", type=Path, default=None, help="merge the figures into this JSON file")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -108,7 +114,9 @@ def main(argv=None) -> None:
     for dtype in dtypes:
         tag = "" if dtypes == ["float32"] else f" {dtype}"
         for engine in a.engines.split(","):
-            res[f"{engine}{tag} K=1"] = summary(run(a.model, engine, 1, *args, dtype=dtype, task=a.task))
+            for numerics in a.numerics.split(",") if engine == "hf" else ["exact"]:
+                name = f"{engine}{tag}{'' if numerics == 'exact' else ' ' + numerics} K=1"
+                res[name] = summary(run(a.model, engine, 1, *args, dtype=dtype, task=a.task, numerics=numerics))
         if "vllm" in a.engines:
             res[f"pure vllm{tag} generation"] = pure_generation(a.model, a.population, a.prompts, a.max_new_tokens,
                                                                 2, dtype=dtype, task=a.task)
