@@ -80,7 +80,7 @@ def test_max_set_counts_every_coordinate_tied_at_the_max():
 def test_bf16_stored_weights_give_exact_deltas_and_ties(tmp_path):
     """A run kept in bf16 (numerics=inplace) stores bf16 weights: deltas are exact, so ties are whole."""
     step = 2.0 ** -7  # one bf16 ulp just above 1.0 (two just below)
-    policy, trained = load_policy("zoo-100k", "bfloat16", device="cpu"), load_policy("zoo-100k", "bfloat16", device="cpu")
+    policy, trained = (load_policy("zoo-100k", "bfloat16", device="cpu") for _ in range(2))
     base_p, new_p = dict(named_params(policy.model)), dict(named_params(trained.model))
     with torch.no_grad():
         for name, idx, sign in (("model.layers.0.input_layernorm.weight", [0, 1, 2], 1),

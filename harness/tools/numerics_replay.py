@@ -162,7 +162,8 @@ def replay(model, arith: str, iterations: int, population: int, sigma: float, al
     d = sum(t.numel() for t in delta.values())
     base_norm = sum(g["base_norm"] ** 2 for g in dr["groups"].values()) ** 0.5
     tied = bool(getattr(work.config, "tie_word_embeddings", False))
-    return {"arith": arith, "seeding": seeding, "numerics": numerics, "dtype": str(final[0].dtype).removeprefix("torch."),
+    return {"arith": arith, "seeding": seeding, "numerics": numerics,
+            "dtype": str(final[0].dtype).removeprefix("torch."),
             "unchanged_share": 1 - summary["changed_share"],
             "drift": {"whole": dr["whole"], "delta_norm": dr["delta_norm"], "walk_null": walk.s * d ** 0.5 / base_norm,
                       "groups": {group_label(g, tied): v["drift"] for g, v in dr["groups"].items()}},
@@ -225,7 +226,8 @@ def markdown(result: dict) -> str:
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         nl = null_of(rows, r)
-        dr = _vs(r["drift"]["whole"], r, nl, lambda x, w: x["drift"]["walk_null" if w else "whole"], lambda v: f"{v:.3g}")
+        dr = _vs(r["drift"]["whole"], r, nl, lambda x, w: x["drift"]["walk_null" if w else "whole"],
+                 lambda v: f"{v:.3g}")
         one = r["sparsity"]["rows"][0]
         sp = _vs(one["fraction_below"], r, nl,
                  lambda x, w: x["sparsity"]["rows"][0]["walk_null" if w else "fraction_below"], pct)
