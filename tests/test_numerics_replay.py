@@ -89,3 +89,29 @@ def test_bad_arithmetic_fails_in_one_line():
         nr.parse_arith("inplace")
     with pytest.raises(nr.ReplayError, match="--arith 'exact-int8'"):
         nr.parse_arith("exact-int8")
+
+
+def test_weight_magnitudes_by_group_and_bf16_ulp():
+    """bf16 carries 8 significant bits: the ulp is 2^-7 in [1, 2) and 2^-9 in [1/4, 1/2); per-group
+    medians and cut shares are those of the weights themselves."""
+    from harness.tools.weight_magnitudes import bf16_ulp, magnitudes
+
+    assert bf16_ulp(1.0) == bf16_ulp(1.5) == 2 ** -7 and bf16_ulp(-0.3) == 2 ** -9
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = torch.nn.Module()
+            self.mlp.up_proj = torch.nn.Linear(2, 2, bias=False)
+            self.input_layernorm = torch.nn.Module()
+            self.input_layernorm.weight = torch.nn.Parameter(torch.tensor([1.0, 2.0, 0.25]))
+
+    block = Block()
+    with torch.no_grad():
+        block.mlp.up_proj.weight.copy_(torch.tensor([[0.1, -0.2], [0.6, -0.05]]))
+    wrap = torch.nn.Module()
+    wrap.layers = torch.nn.ModuleList([block])
+    m = magnitudes(wrap)
+    assert set(m) == {"mlp", "norm"}
+    assert m["norm"]["params"] == 3 and m["norm"]["median_abs"] == 1.0 and m["norm"]["max_abs"] == 2.0
+    assert m["norm"]["share_ge_1"] == 2 / 3 and m["mlp"]["share_ge_0.125"] == 0.5
