@@ -93,12 +93,21 @@ def test_cli_refuses_es_under_two_processes_in_one_line(tmp_path):
 def test_two_gloo_processes_charge_what_one_process_charges(tmp_path):
     """Same global batch, completions cut at 4 tokens: equal FLOPs per step, equal stop step, one record."""
     one = run(1, "zoo-100k", 3e8, 4, tmp_path)
-    two = run(2, "zoo-100k", 3e8, 4, tmp_path, port=29571)
+    try:
+        two, root = run(2, "zoo-100k", 3e8, 4, tmp_path, port=29571), tmp_path
+    except RuntimeError as e:
+        # Once in many runs on a loaded 2-core machine a gloo rank dies inside torch with SIGABRT
+        # ("terminate called without an active exception", after DDP's first backward), outside esbench's
+        # code; that says nothing about what the ledger charges, so such a run gets one fresh retry.
+        if "SIGABRT" not in str(e):
+            raise
+        root = tmp_path / "retry"
+        two = run(2, "zoo-100k", 3e8, 4, root, port=29572)
     assert two["world_size"] == 2 and one["world_size"] == 1
     assert two["step_flops"] == one["step_flops"] and two["steps"] == one["steps"] >= 2
     assert two["samples"] == one["samples"] == 16 * one["steps"]
-    written = sorted(p.relative_to(tmp_path / "runs" / "ddp2").as_posix()
-                     for p in (tmp_path / "runs" / "ddp2").rglob("*") if p.is_file())
+    written = sorted(p.relative_to(root / "runs" / "ddp2").as_posix()
+                     for p in (root / "runs" / "ddp2").rglob("*") if p.is_file())
     assert [p for p in written if p.endswith("record.json")] == ["bench-grpo/record.json"]  # rank 0's only
 
 
