@@ -132,3 +132,16 @@ def test_an_ok_record_from_other_versions_or_another_isa_is_not_reused(tmp_path)
     other_isa.cpu = {**cpu(), "capability": "NO_SUCH_ISA"}
     with pytest.raises(ExperimentError, match="NO_SUCH_ISA"):
         _check_same_arithmetic(tmp_path, other_isa)
+
+
+def test_a_record_made_before_a_new_setting_is_reused_only_at_its_default():
+    """ES records from before method.numerics / noise_seeding / numerics_record existed match a run that
+    leaves them at their YAML defaults, not one that changes them; other differences still count."""
+    from harness.runner.experiment import settings_since
+    old = {"_target_": "methods.es.ES", "population": 30, "sigma": 0.001}
+    mine = {**old, "numerics": "exact", "noise_seeding": "iid", "numerics_record": None}
+    assert settings_since(mine, old, "method") == old
+    assert settings_since({**mine, "numerics": "inplace"}, old, "method") == {**old, "numerics": "inplace"}
+    assert settings_since({**mine, "sigma": 0.002}, old, "method")["sigma"] == 0.002  # a recorded key: kept
+    assert settings_since(mine, {**old, "_target_": "methods.grpo.GRPO"}, "method") == mine  # another method
+    assert settings_since(3, 4, "seed") == 3

@@ -42,6 +42,7 @@ from harness.analysis.report import analyse
 from harness.analysis.settings import analysis_config
 from harness.core.distributed import is_main_process, world_size
 from harness.core.errors import UserError
+from harness.core.paths import CONF_DIR
 from harness.core.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
 from harness.reporting.report import write_report
 from harness.runner.schema import CONTROL_KEYS, ConfigError, validate
@@ -182,13 +183,36 @@ def _is_done(run_dir: Path, child: DictConfig) -> bool:
     if rec.status != "ok":
         return False  # failed, interrupted or never finished: run it (again); methods resume from checkpoints
     mine = OmegaConf.to_container(child, resolve=True)
-    diff = [k for k in _SAME if json.dumps(mine.get(k), sort_keys=True, default=str)
-            != json.dumps(rec.config.get(k), sort_keys=True, default=str)]
+    diff = [k for k in _SAME if json.dumps(settings_since(mine.get(k), rec.config.get(k), k), sort_keys=True,
+                                           default=str) != json.dumps(rec.config.get(k), sort_keys=True, default=str)]
     if diff:
         raise ExperimentError(f"{run_dir / RECORD_NAME} was made with other {', '.join(diff)} settings than this "
                               "command asks for; pass a new stamp=... (or remove that folder to redo the run)")
     _check_same_arithmetic(run_dir, rec)
     return True
+
+
+def settings_since(mine, recorded, group: str):
+    """`mine` without the settings added to the code after `recorded` was written, where mine holds
+    their default: an ok record stays reusable when a new switch (e.g. method.numerics) would
+    reproduce what it did. A default is the value in the conf/<group>/ YAML whose `_target_` both share.
+    """
+    if not (isinstance(mine, dict) and isinstance(recorded, dict)) or mine.get("_target_") != recorded.get("_target_"):
+        return mine
+    defaults = _yaml_defaults(group, mine.get("_target_"))
+    return {k: v for k, v in mine.items() if k in recorded or k not in defaults or defaults[k] != v}
+
+
+def _yaml_defaults(group: str, target) -> dict:
+    """The plain (uninterpolated) values of the conf/<group>/*.yaml whose _target_ is `target`."""
+    if not target or not (CONF_DIR / group).is_dir():
+        return {}
+    for path in sorted((CONF_DIR / group).glob("*.yaml")):
+        node = OmegaConf.load(path)
+        if node.get("_target_") == target:
+            return {k: v for k, v in OmegaConf.to_container(node, resolve=False).items()
+                    if not (isinstance(v, str) and "${" in v)}
+    return {}
 
 
 def _check_same_arithmetic(run_dir: Path, rec) -> None:
