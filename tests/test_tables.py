@@ -381,3 +381,18 @@ def test_pareto_plot_only_when_kl_to_base_was_measured(tmp_path):
     synthetic_experiment(tmp_path / "nokl")
     write_report(tmp_path / "nokl", tmp_path / "nokl_out")
     assert not (tmp_path / "nokl_out" / "pareto.png").exists()
+
+
+def test_a_missing_run_of_a_single_model_plan_sits_under_that_model(tmp_path):
+    """A plan without a models axis names no model (None): its missing runs join the one model the
+    records ran, not a '?' row of their own."""
+    runs = [{**planned(0, "m1", "base", 0, method="base"), "model": None},
+            {**planned(1, "m1", "GRPO lr=1", 0, grid="GRPO", method="grpo"), "model": None}]
+    man = {"schema_version": SCHEMA_VERSION, "group": "one", "stamp": "s", "select_by": "greedy_acc",
+           "summary_metric": "greedy_acc", "paper": None, "paper_note": None, "axis_plot": None, "runs": runs}
+    write_json_atomic(tmp_path / "experiment.json", man)
+    write_run(tmp_path, {**runs[0], "model": "m1"}, record("base", 0.2, method="base"))
+    agg = write_report(tmp_path, tmp_path / "out")
+    assert list(agg["runs"]["model"]) == ["m1", "m1"] and list(agg["runs"]["status"]) == ["ok", "missing"]
+    md = (tmp_path / "out" / "table.md").read_text()
+    assert "| ? |" not in md and "| m1 | GRPO (no successful grid point) | 0/1, 1 MISSING |" in md

@@ -126,6 +126,12 @@ def runs_frame(manifest: Manifest | None, records: list[Record]) -> pd.DataFrame
     for rec in records:
         if rec.run_key is None or rec.run_key not in used:
             rows.append(_row(_identity_of_record(rec), rec))
+    # a plan without a models axis names no model: a missing run belongs to the one model the records ran
+    models = {r["model"] for r in rows if r["status"] != "missing"}
+    if len(models) == 1:
+        for r in rows:
+            if r["status"] == "missing" and r["model"] == "?":
+                r["model"] = next(iter(models))
     return pd.DataFrame(rows)
 
 
