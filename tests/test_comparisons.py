@@ -175,3 +175,26 @@ def test_evaluate_stores_per_prompt_scores_consistent_with_its_aggregates():
         assert len(values) == 4 and values.mean() == pytest.approx(m["mean"], abs=1e-4), name
     assert set(res.metrics["greedy_acc"]["per_prompt"]) <= {0, 1}
     assert res.metrics["pass@2"]["n_samples"] == 2 and "per_prompt" not in res.metrics["pass@2"]
+
+
+def test_a_named_es_reference_is_the_cell_variants_are_compared_to(tmp_path):
+    g = [1, 0] * 50
+    put(tmp_path, "a", "ES exact", g)
+    put(tmp_path, "b", "ES inplace bf16", g)
+    main = aggregate(tmp_path)["main"]
+    assert not any(k == "variant vs full ES" for k, _, _ in pairs(main))  # no "ES" / "ES full" label
+    got = {(k, a["label"], b["label"]) for k, a, b in pairs(main, es_reference="ES exact")}
+    assert got == {("variant vs full ES", "ES inplace bf16", "ES exact")}
+
+
+def test_es_reference_must_name_a_cell_in_one_line():
+    from omegaconf import OmegaConf
+
+    from harness.core.errors import ConfigError
+    from harness.runner.schema import _check_es_reference
+
+    cfg = OmegaConf.create({"cells": [{"label": "ES exact"}, {"label": "ES sigma", "axes": {"method.sigma": [1]}}],
+                            "es_reference": "ES exakt"})
+    with pytest.raises(ConfigError, match="es_reference='ES exakt' is not the label of a cell without axes"):
+        _check_es_reference(cfg)
+    _check_es_reference(OmegaConf.merge(cfg, {"es_reference": "ES exact"}))

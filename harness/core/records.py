@@ -234,6 +234,7 @@ class Manifest:
     paper_note: str | None = None
     paper_heldout: dict | None = None
     axis_plot: dict | None = None
+    es_reference: str | None = None  # the full-ES cell's label (reporting/comparisons.py)
     runs: list[PlannedRun] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

@@ -7,8 +7,9 @@ validation. Per model, these comparisons (A vs B, difference = A - B) on the tes
 - trained vs base: every successful trained row vs the model's untrained row (trains=False);
 - ES vs RL: the ES row vs each RL grid's chosen row. The ES row is the full-ES reference below when
   the model has one, else every row of method `es` (e.g. each sigma of a sweep);
-- variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of method `es` labelled
-  exactly "ES" or starting with "ES full"; every other trained fixed cell of the model without axes
+- variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of method `es` that the
+  experiment names with `es_reference: <cell label>`, else the one labelled exactly "ES" or starting
+  with "ES full"; every other trained fixed cell of the model without axes
   (ES variants, GRPO-then-ES, ...) is compared to it. No such label: no variant comparisons;
 - population: rows of one cell with a `population` axis, each N vs N=30.
 
@@ -117,14 +118,15 @@ def _name(row: pd.Series) -> str:
     return str(row["label"])
 
 
-def _is_es_reference(row: pd.Series) -> bool:
+def _is_es_reference(row: pd.Series, named: str | None = None) -> bool:
     label = str(row["label"])
     return (row.get("method") == "es" and not isinstance(row.get("grid"), str) and not row.get("point")
-            and (label == "ES" or label.lower().startswith("es full")))
+            and (label == named if named else (label == "ES" or label.lower().startswith("es full"))))
 
 
-def pairs(main: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
-    """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only."""
+def pairs(main: pd.DataFrame, es_reference: str | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
+    """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only;
+    `es_reference`: the full-ES cell's label when the experiment names it."""
     out = []
     ok = main[main["status"] == "ok"]
     for model in dict.fromkeys(ok["model"]):
@@ -133,7 +135,7 @@ def pairs(main: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
         base = next((r for r in rows if not bool(r.get("trains", True))), None)
         if base is not None:
             out += [("trained vs base", r, base) for r in trained]
-        ref = next((r for r in trained if _is_es_reference(r)), None)
+        ref = next((r for r in trained if _is_es_reference(r, es_reference)), None)
         rl = [r for r in trained if isinstance(r.get("grid"), str)]
         es = [ref] if ref is not None else [r for r in trained if r.get("method") == "es"
                                             and not isinstance(r.get("grid"), str)]
@@ -221,7 +223,8 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
         return pd.DataFrame(columns=COLUMNS)
     by_path = {r.path: r for r in agg["records"] if r.path}
     metrics = [m for m in metric_names(runs) if m.startswith(PAIRED_METRICS)]
-    rows = [row for kind, a, b in pairs(main) for m in metrics
+    named = getattr(agg.get("manifest"), "es_reference", None)
+    rows = [row for kind, a, b in pairs(main, named) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -163,7 +163,8 @@ def manifest(cfg: DictConfig, runs: list[PlannedRun]) -> Manifest:
     return Manifest(group=cfg.group, stamp=str(cfg.stamp), experiment=HydraConfig.get().runtime.choices.get("experiment"),
                     select_by=cfg.get("select_by", "greedy_acc"), summary_metric=cfg.get("summary_metric", "greedy_acc"),
                     summary_metrics=plain("summary_metrics"), paper_heldout=plain("paper_heldout"),
-                    paper=plain("paper"), paper_note=cfg.get("paper_note"), axis_plot=plain("axis_plot"), runs=runs)
+                    paper=plain("paper"), paper_note=cfg.get("paper_note"), axis_plot=plain("axis_plot"),
+                    es_reference=cfg.get("es_reference"), runs=runs)
 
 
 _SAME = ("model", "task", "method", "budget", "eval", "seed", "eval_splits")

@@ -22,7 +22,7 @@ from harness.core.paths import CONF_DIR
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
-                   "paper", "paper_note", "paper_heldout", "axis_plot"}
+                   "paper", "paper_note", "paper_heldout", "axis_plot", "es_reference"}
 # Keys that steer a launch, never one run's settings: +run_index=..., +dry_run=true, +plan=true, +include=[GRID];
 # child_run: set by an experiment for its per-run processes; stamp and launcher: the records folder and how
 # runs are fanned out; hydra: Hydra's own node. This check accepts them at the top level (those config.yaml
@@ -147,6 +147,7 @@ def validate(cfg: DictConfig) -> None:
     _check_include(cfg)
     if cfg.get("axis_plot") is not None:
         check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
+    _check_es_reference(cfg)
     if cfg.get("analysis") is not None:
         from harness.runner.signatures import accepted_keys  # read from source: settings.py imports this module
         check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")
@@ -158,6 +159,17 @@ def validate(cfg: DictConfig) -> None:
     if cfg.get("model") is not None and not cfg.model.get("name_or_path"):
         raise ConfigError("model.name_or_path is empty; write model=<hub id or folder> "
                           "(e.g. model=Qwen/Qwen2.5-1.5B-Instruct) or pick a conf/model option")
+
+
+def _check_es_reference(cfg: DictConfig) -> None:
+    """es_reference names the fixed cell the variants are compared to: a typo would silently drop them."""
+    named = cfg.get("es_reference")
+    if named is None:
+        return
+    labels = [str(c.get("label")) for c in cfg.get("cells") or [] if c.get("axes") is None]
+    if named not in labels:
+        raise ConfigError(f"es_reference={named!r} is not the label of a cell without axes ({labels}); "
+                          "name the full-ES cell exactly as its label reads")
 
 
 def _check_targets(cfg: DictConfig) -> None:
