@@ -237,6 +237,30 @@ def test_record_sees_inexact_restore_under_bf16_inplace_and_none_under_exact(tmp
     assert "numerics" not in ledger.history[0].extras and out["numerics"]["record"] is False
 
 
+
+def test_analysis_reads_the_numerics_record_into_its_section(tmp_path):
+    """harness/analysis/numerics.py: the record's numbers reach analysis.md unchanged (means and maxima
+    over iterations by hand), and a run without the record has no row."""
+    from dataclasses import asdict
+
+    from harness.analysis.numerics import numerics_of, section
+    from harness.core.records import Record
+
+    out, ledger, _ = train(tmp_path / "inplace", torch.bfloat16, numerics="inplace")
+    rec = Record(train=out, steps=[asdict(s) for s in ledger.history])
+    got = numerics_of(rec)
+    per = [s.extras["numerics"] for s in ledger.history]
+    assert got["iterations"] == 2 and got["dtype"] == "bfloat16" and got["seeding"] == "iid"
+    assert got["restore_not_exact_share"] == pytest.approx(sum(r["restore_not_exact_share"] for r in per) / 2)
+    assert got["restore_rms_max"] == max(r["restore_rms"] for r in per)
+    assert got["max_abs_delta_ties"] == out["numerics"]["max_abs_delta_ties"]
+    md = "\n".join(section([{"name": "es/seed0", "numerics": got}]))
+    zero = out["numerics"]["ulp_histogram"]["0"] / out["numerics"]["coordinates"]
+    assert "| es/seed0 | inplace bfloat16 iid |" in md and f"{100 * zero:.1f}%" in md
+    plain, ledger, _ = train(tmp_path / "plain", torch.float32, steps=1)
+    assert numerics_of(Record(train=plain, steps=[asdict(s) for s in ledger.history])) is None
+    assert section([{"name": "x", "numerics": None}]) == []
+
 def test_inplace_fp32_trains_and_resumes_bit_identically(tmp_path):
     _, _, full = train(tmp_path / "full", torch.float32, numerics="inplace", noise_seeding="per_tensor_same",
                        checkpoint_every=1)

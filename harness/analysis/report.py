@@ -19,6 +19,7 @@ from harness.analysis.drift import drift
 from harness.analysis.groups import GROUPS, group_label
 from harness.analysis.localisation import localisation
 from harness.analysis.null import Walk, null_figures, updated_counts, verdict, walk_of
+from harness.analysis.numerics import numerics_of, section as numerics_section
 from harness.analysis.settings import AnalysisConfig
 from harness.analysis.sparsity import (fraction_below, member_step, sparsity_curve, sparsity_eval_config, step_size,
                                        thresholds, zeroable_at)
@@ -106,6 +107,7 @@ def analyse_run(record, cfg: AnalysisConfig, bases: Bases) -> dict:
            "label": record.label, "seed": record.seed, "flops": (record.budget or {}).get("flops_used"),
            "path": str(run_dir), "tied": tied, "entropy": list(record.entropy),
            "heldout": {t: {m: v["mean"] for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()},
+           "numerics": numerics_of(record),
            **measure(delta, theta0, cfg, walk, why, (step, rule), member_step(record))}
     step = out["sparsity"]["step"]
     if cfg.sparsity_prompts and step > 0:
@@ -250,6 +252,7 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
         L.append(_row([r["name"], _g(ms.get("max_abs")), ms.get("size", "-"),
                        ", ".join(f"{lab.get(g, group_label(g, tied))} {k} ({_share(share.get(g))})"
                                  for g, k in ms.get("by_group", {}).items()) or "-"]))
+    L += numerics_section(runs)
     L += ["", "## Functional sparsity\n",
           "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
           f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
