@@ -198,3 +198,24 @@ def test_es_reference_must_name_a_cell_in_one_line():
     with pytest.raises(ConfigError, match="es_reference='ES exakt' is not the label of a cell without axes"):
         _check_es_reference(cfg)
     _check_es_reference(OmegaConf.merge(cfg, {"es_reference": "ES exact"}))
+
+
+def test_identical_per_seed_differences_are_not_a_detection(tmp_path):
+    """Two seeds each one prompt apart (+1 of 100 both times): the Student-t interval has zero width, which
+    is not evidence; the row says so under 'Not paired' instead of 'detected'."""
+    g = np.zeros(100, int)
+    g[:10] = 1
+    h = g.copy()
+    h[50] = 1
+    for s in (0, 1):
+        put(tmp_path, f"a{s}", "ES exact", g, seed=s)
+        put(tmp_path, f"b{s}", "ES inplace", np.roll(h, s), seed=s)
+    agg = aggregate(tmp_path)
+    agg["manifest"] = type("M", (), {"es_reference": "ES exact"})()
+    df = comparisons(agg)
+    seed = df[df["note"] == "per-seed differences of run means"].iloc[0]
+    assert seed["pairing"] == "none" and seed["difference"] == pytest.approx(0.01)
+    assert "all +1.0 points" in seed["result"] and "no spread" in seed["result"]
+    from harness.reporting.comparisons import findings_markdown
+    md = findings_markdown(df, "x")
+    assert "## Not paired" in md and "differs by" not in md

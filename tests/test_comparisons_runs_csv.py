@@ -40,7 +40,7 @@ def synthetic(tmp_path, model="m"):
         rows.append(run(model, s, "ES sparse", "ES sparse", NULL[s], 0.11 + 0.002 * (s - 1)))
         rows.append(run(model, s, "GRPO", "GRPO lr=1", 0.40, 0.20, method="grpo", grid="GRPO", point={"lr": 1},
                         val=0.30))
-        rows.append(run(model, s, "GRPO", "GRPO lr=2", 0.25 + 0.01 * s, 0.15, method="grpo", grid="GRPO",
+        rows.append(run(model, s, "GRPO", "GRPO lr=2", 0.25 + 0.01 * s, 0.15 + 0.002 * s, method="grpo", grid="GRPO",
                         point={"lr": 2}, val=0.35))
     path = tmp_path / "runs.csv"
     pd.DataFrame([{**r, "index": i} for i, r in enumerate(rows)], columns=COLS).to_csv(path, index=False)

@@ -19,7 +19,9 @@ Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records ha
 - paired by seed, with >= 2 paired seeds: a Student-t 95% interval over the per-seed differences of the
   run means (seeds matched by value; an untrained row that ran once, unseeded, is the partner of every seed).
 With one seed the prompt row says "one seed: paired by prompt only". A difference is `detected` only when
-its 95% interval excludes 0, otherwise "not detected". Records made before per-prompt scores were kept
+its 95% interval excludes 0, otherwise "not detected". Per-seed differences that are all equal (e.g. one
+prompt apart in each of two seeds) give a zero-width Student-t interval, which is not evidence: that row
+is "not paired" and says why. Records made before per-prompt scores were kept
 get a row saying so, never an unpaired substitute. Runs evaluated on different test prompt sets are
 refused (PromptSetMismatch, one line); the report writes that line instead of the comparisons.
 
@@ -58,6 +60,8 @@ N_BOOT = 2000
 SEED = 0
 PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
 PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
+DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
+              "spread to estimate (zero width); more seeds are needed")
 NO_PER_PROMPT = "no per-prompt scores in these records (made before {since}); rerun to pair"
 ONE_SEED = "one seed: paired by prompt only"
 FILES = ("comparisons.md", "comparisons.csv", "findings.md")
@@ -209,11 +213,20 @@ def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, b
     rows = [{**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": seeds, "n_prompts": len(ma),
              "pairing": "by prompt (paired bootstrap)", "result": _detected(lo, hi), "note": note}]
     if len(diffs) >= 2:
-        d, lo, hi = t_interval(diffs)
-        rows.append({**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs),
-                     "n_prompts": len(ma), "pairing": "by seed (Student-t)", "result": _detected(lo, hi),
-                     "note": "per-seed differences of run means"})
+        rows.append(_by_seed(base, diffs, len(ma), "per-seed differences of run means"))
     return rows
+
+
+def _by_seed(base: dict, diffs: list[float], n_prompts, note: str) -> dict:
+    """The Student-t row over per-seed differences; identical differences (e.g. +1 prompt in each of two
+    seeds) leave no spread to estimate, and a zero-width interval is not evidence: that row is not paired."""
+    d, lo, hi = t_interval(diffs)
+    if float(np.std(diffs)) == 0.0:
+        return {**base, "difference": d, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
+                "n_prompts": n_prompts, "pairing": "none", "note": note,
+                "result": DEGENERATE.format(n=len(diffs), d=_fmt(d, base["metric"]) + (" points" if is_percent(base["metric"]) else ""))}
+    return {**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n_prompts,
+            "pairing": "by seed (Student-t)", "result": _detected(lo, hi), "note": note}
 
 
 def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
@@ -379,9 +392,7 @@ def compare_by_seed(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.Data
         return [{**base, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
                  "n_prompts": n, "pairing": "none",
                  "result": NOT_PAIRED_SEEDS.format(n=len(diffs), s="s" * (len(diffs) != 1)), "note": SEED_ONLY}]
-    d, lo, hi = t_interval(diffs)
-    return [{**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n,
-             "pairing": "by seed (Student-t)", "result": _detected(lo, hi), "note": SEED_ONLY}]
+    return [_by_seed(base, diffs, n, SEED_ONLY)]
 
 
 def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_prompts: int | None = None
