@@ -145,3 +145,13 @@ def test_a_record_made_before_a_new_setting_is_reused_only_at_its_default():
     assert settings_since({**mine, "sigma": 0.002}, old, "method")["sigma"] == 0.002  # a recorded key: kept
     assert settings_since(mine, {**old, "_target_": "methods.grpo.GRPO"}, "method") == mine  # another method
     assert settings_since(3, 4, "seed") == 3
+
+
+def test_a_run_killed_by_a_signal_says_so_not_no_error(tmp_path):
+    """A child killed by SIGKILL (the out-of-memory killer) leaves a 'running' record with no error: the
+    experiment names the signal instead of 'no error in its record'."""
+    from harness.runner.experiment import _failure
+
+    msg = _failure(tmp_path, -9)
+    assert msg.startswith("its process was killed by SIGKILL") and "out-of-memory" in msg
+    assert _failure(tmp_path, 1) == f"failed before writing {tmp_path / 'record.json'} (exit status 1)"

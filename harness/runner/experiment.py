@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -320,12 +321,17 @@ def _in_own_process(cli: list[str], r: PlannedRun) -> int:
     return rc
 
 
-def _failure(run_dir: Path) -> str:
-    """Why a run in its own process failed, from its record (the child said it on its stderr too)."""
+def _failure(run_dir: Path, rc: int = 1) -> str:
+    """Why a run in its own process failed, from its record (the child said it on its stderr too), or from
+    its exit status when it died without saying (a signal: SIGKILL is most often the out-of-memory killer)."""
+    if rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.valid_signals() else f"signal {-rc}"
+        why = "; SIGKILL is most often the kernel's out-of-memory killer (see dmesg)" if -rc == signal.SIGKILL else ""
+        return f"its process was killed by {name}{why}; a rerun with the same stamp resumes from its checkpoint"
     try:
-        return read_record(run_dir / RECORD_NAME).error or "failed (no error in its record)"
+        return read_record(run_dir / RECORD_NAME).error or f"failed (exit status {rc}; no error in its record)"
     except (OSError, ValueError, TypeError):
-        return f"failed before writing {run_dir / RECORD_NAME}"
+        return f"failed before writing {run_dir / RECORD_NAME} (exit status {rc})"
 
 
 def run_experiment(cfg: DictConfig) -> int:
@@ -363,8 +369,9 @@ def run_experiment(cfg: DictConfig) -> int:
             print(f"{head}: done already ({run_dir / RECORD_NAME}), skipped", flush=True)
             continue
         if len(todo) > 1 and world_size() == 1:  # the child prints its own head line
-            if _in_own_process(cli, r):
-                failed.append((r, _failure(run_dir)))
+            rc = _in_own_process(cli, r)
+            if rc:
+                failed.append((r, _failure(run_dir, rc)))
             continue
         print(head, flush=True)
         meta = {"label": r.label, "cell": r.cell, "column": r.column, "grid": r.grid, "point": r.point,
