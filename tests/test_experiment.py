@@ -155,3 +155,10 @@ def test_a_run_killed_by_a_signal_says_so_not_no_error(tmp_path):
     msg = _failure(tmp_path, -9)
     assert msg.startswith("its process was killed by SIGKILL") and "out-of-memory" in msg
     assert _failure(tmp_path, 1) == f"failed before writing {tmp_path / 'record.json'} (exit status 1)"
+    from harness.core.records import new_record, read_record, write_record
+    from harness.runner.experiment import mark_killed
+
+    write_record(tmp_path, new_record(label="PPO"))
+    mark_killed(tmp_path, msg)
+    rec = read_record(tmp_path / "record.json")
+    assert rec.status == "failed" and rec.error == msg and rec.label == "PPO"

@@ -44,7 +44,8 @@ from harness.analysis.settings import analysis_config
 from harness.core.distributed import is_main_process, world_size
 from harness.core.errors import UserError
 from harness.core.paths import CONF_DIR
-from harness.core.records import RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions, write_manifest
+from harness.core.records import (RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions,
+                                   write_manifest, write_record)
 from harness.reporting.report import write_report
 from harness.runner.schema import CONTROL_KEYS, ConfigError, validate
 from harness.runner.run import Terminated, run_one
@@ -321,6 +322,17 @@ def _in_own_process(cli: list[str], r: PlannedRun) -> int:
     return rc
 
 
+def mark_killed(run_dir: Path, why: str) -> None:
+    """A child killed by a signal could not finish its record: write it as failed, with why, for the tables."""
+    try:
+        rec = read_record(run_dir / RECORD_NAME)
+    except (OSError, ValueError, TypeError):
+        return
+    if rec.status == "running":
+        rec.status, rec.error = "failed", why
+        write_record(run_dir, rec)
+
+
 def _failure(run_dir: Path, rc: int = 1) -> str:
     """Why a run in its own process failed, from its record (the child said it on its stderr too), or from
     its exit status when it died without saying (a signal: SIGKILL is most often the out-of-memory killer)."""
@@ -372,6 +384,8 @@ def run_experiment(cfg: DictConfig) -> int:
             rc = _in_own_process(cli, r)
             if rc:
                 failed.append((r, _failure(run_dir, rc)))
+                if rc < 0:
+                    mark_killed(run_dir, failed[-1][1])
             continue
         print(head, flush=True)
         meta = {"label": r.label, "cell": r.cell, "column": r.column, "grid": r.grid, "point": r.point,
