@@ -212,9 +212,10 @@ def population(df: pd.DataFrame) -> Verdict:
 # ----------------------------------------------------------------------------- the claims
 
 QIU, NOTE, HOY, RECORD = "Qiu et al. 2025 (arXiv 2509.24372)", "NOTE-076", "Hoy et al.", "the practice record"
-TABLE1 = dict(cpu=("qiu2025_table1_cpu", "quickstart"), gpu=("qiu2025_table1",))
+TABLE1 = dict(cpu=("qiu2025_table1_cpu", "quickstart", "real_cpu"), gpu=("qiu2025_table1",))
 PASSK = dict(cpu=("quickstart", "qiu2025_table1_cpu"), gpu=("gsm8k_passk",))
-WEIGHTS = dict(cpu=("quickstart", "qiu2025_table1_cpu", "scale_ladder_cpu"), gpu=("gsm8k_passk",))
+WEIGHTS = dict(cpu=("quickstart", "qiu2025_table1_cpu", "scale_ladder_cpu", "real_cpu", "numerics_cpu"),
+               gpu=("gsm8k_passk", "numerics"))
 SIGMA = dict(cpu=("scale_ladder_cpu", "sigma_sweep_cpu"), gpu=("sigma_sweep",))
 VARIANTS = dict(cpu=("es_variants_cpu",), gpu=("es_variants",))
 NULL = "not decidable from comparisons: see analysis.md ({section}) beside its null"
