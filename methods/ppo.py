@@ -92,6 +92,10 @@ class PPOMethodConfig:
     max_updates: int = field(default=1_000_000, metadata={"help": "upper bound; the ledger normally stops first"})
     rollout_batch_size: int = field(default=64, metadata={"help": "sequences per no-grad generate/forward call "
                                                           "in the rollout (memory only, not the math)"})
+    train_micro_batch: int | None = field(default=None, metadata={
+        "help": "memory only: sequences per training forward/backward, gradients accumulated over the minibatch "
+                "(one optimizer step per minibatch as before; its loss becomes the mean of the micro-batches' "
+                "masked means); null: the whole minibatch at once. Needs num_mini_batches=1"})
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
     checkpoint_every: int = field(default=50, metadata={"help": "updates between checkpoints in "
                                                        "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
@@ -110,6 +114,15 @@ class PPOMethodConfig:
         if self.prompts_per_step % self.num_mini_batches:
             raise ValueError(f"method.prompts_per_step={self.prompts_per_step} is not a multiple of "
                              f"method.num_mini_batches={self.num_mini_batches}; make it one")
+        if self.train_micro_batch is not None:
+            if self.train_micro_batch < 1 or self.prompts_per_step % self.train_micro_batch:
+                raise ValueError(f"method.train_micro_batch={self.train_micro_batch} must divide "
+                                 f"method.prompts_per_step={self.prompts_per_step}")
+            if self.num_mini_batches != 1:
+                # TRL accumulates over gradient_accumulation_steps micro-batches of the whole rollout batch, so
+                # with several minibatches it would step once per batch instead of once per minibatch
+                raise ValueError("method.train_micro_batch needs method.num_mini_batches=1 (TRL accumulates across "
+                                 "minibatches); drop one of them")
         if self.response_length is not None and self.response_length < 1:
             raise ValueError(f"method.response_length={self.response_length} must be >= 1 (or null for the task's)")
         if self.kl_coef < 0 or not self.learning_rate > 0 or not self.temperature > 0:
@@ -416,10 +429,15 @@ class PPO(ConfiguredMethod):
     def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int,
                     on_cpu: bool = False) -> PPOConfig:
         c = self.config
+        local = c.prompts_per_step // world_size()  # TRL: local batch = per_device x gradient_accumulation_steps
+        micro = c.train_micro_batch or local
+        if local % micro:
+            raise ValueError(f"method.train_micro_batch={micro} must divide the {local} prompts each of "
+                             f"{world_size()} processes takes per update")
         return PPOConfig(
             output_dir=str(run_dir / "ppo"), learning_rate=c.learning_rate, kl_coef=c.kl_coef,
             num_ppo_epochs=c.num_ppo_epochs, num_mini_batches=c.num_mini_batches,
-            per_device_train_batch_size=c.prompts_per_step // world_size(), gradient_accumulation_steps=1,
+            per_device_train_batch_size=micro, gradient_accumulation_steps=local // micro,
             total_episodes=(c.max_updates - done) * c.prompts_per_step, response_length=response_length,
             temperature=c.temperature, stop_token="eos", seed=c.seed,
             local_rollout_forward_batch_size=c.rollout_batch_size, lr_scheduler_type="constant",

@@ -123,3 +123,29 @@ def test_config_fails_early():
     with pytest.raises(TypeError, match="ppo has no hyperparameter 'beta'; valid: kl_coef, learning_rate"):
         PPO(beta=1e-3)
     assert (PPO.name, PPO.label_keys, PPO.trains) == ("ppo", ("kl_coef", "learning_rate"), True)
+
+
+def test_micro_batches_accumulate_to_the_same_update(tok, tiny_policy, tmp_path):
+    """train_micro_batch is memory only: 4 prompts trained as 2 micro-batches of 2 (gradients accumulated,
+    one optimizer step) move the weights as one batch of 4 does, up to the loss weighting of unequal
+    response lengths; and it refuses several minibatches in one line."""
+    task = Countdown(n_train=16, max_new_tokens=8)
+    runs = {}
+    for micro in (None, 2):
+        pol = tiny_policy(tok, eval_mode=False)
+        before = [p.detach().clone() for p in pol.model.parameters()]
+        ledger = make_ledger("samples", 4, tmp_path / str(micro), progress=False)
+        PPO(prompts_per_step=4, learning_rate=1e-3, num_ppo_epochs=1, train_micro_batch=micro).train(
+            pol, task, ledger, tmp_path / str(micro))
+        runs[micro] = torch.cat([(p.detach() - b).flatten() for p, b in zip(pol.model.parameters(), before)])
+    whole, micro = runs[None], runs[2]
+    assert whole.norm() > 0 and micro.norm() > 0
+    cos = float(torch.dot(whole, micro) / (whole.norm() * micro.norm()))
+    assert cos > 0.999, cos  # the same rollout, the same step; not bit-identical (summation order, weighting)
+    assert float(micro.norm() / whole.norm()) == pytest.approx(1, abs=0.01)  # one Adam step, not two
+    cfg = PPO(prompts_per_step=4, train_micro_batch=2)._trl_config(ledger, tmp_path, 8, 0, on_cpu=True)
+    assert (cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps) == (2, 2)
+    with pytest.raises(ValueError, match="needs method.num_mini_batches=1"):
+        PPO(prompts_per_step=4, num_mini_batches=2, train_micro_batch=2)
+    with pytest.raises(ValueError, match="must divide method.prompts_per_step=4"):
+        PPO(prompts_per_step=4, train_micro_batch=3)
