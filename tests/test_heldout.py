@@ -46,13 +46,16 @@ def test_kl_is_zero_against_itself_and_matches_hand_computation(policy):
 
 def test_padding_does_not_change_kl(policy):
     model, other = policy.model, copy.deepcopy(policy.model)
+    gen = torch.Generator().manual_seed(0)  # not the global RNG: the test order must not pick the weights
     with torch.no_grad():
         for p in other.parameters():
-            p.add_(0.01 * torch.randn_like(p))
+            p.add_(0.01 * torch.randn(p.shape, generator=gen))
     pairs = ([[21, 22], [21, 22, 4, 23, 24, 25]], [[12, 13, 14], [12]])
     together = per_token_kl(model, other, *pairs, pad_id=0, batch_size=2)
     alone = [per_token_kl(model, other, [p], [c], pad_id=0)[0] for p, c in zip(*pairs)]
-    assert together == pytest.approx(alone, rel=1e-5)
+    # fp32 rounding of a padded batch differs from a single row's at ~1e-5 relative (3.8e-6 of 0.37 seen);
+    # a pad that leaked into attention or the KL would move it by orders of magnitude more
+    assert together == pytest.approx(alone, rel=1e-4)
 
 
 def test_heldout_task_and_kl_in_evaluation(policy):
