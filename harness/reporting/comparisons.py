@@ -222,9 +222,10 @@ def _by_seed(base: dict, diffs: list[float], n_prompts, note: str) -> dict:
     seeds) leave no spread to estimate, and a zero-width interval is not evidence: that row is not paired."""
     d, lo, hi = t_interval(diffs)
     if float(np.std(diffs)) == 0.0:
+        each = _fmt(d, base["metric"]) + (" points" if is_percent(base["metric"]) else "")
         return {**base, "difference": d, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
                 "n_prompts": n_prompts, "pairing": "none", "note": note,
-                "result": DEGENERATE.format(n=len(diffs), d=_fmt(d, base["metric"]) + (" points" if is_percent(base["metric"]) else ""))}
+                "result": DEGENERATE.format(n=len(diffs), d=each)}
     return {**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n_prompts,
             "pairing": "by seed (Student-t)", "result": _detected(lo, hi), "note": note}
 
