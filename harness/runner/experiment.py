@@ -24,6 +24,7 @@ experiment goes on; the tables mark it FAILED. Tables: harness/reporting/report.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -206,6 +207,7 @@ def settings_since(mine, recorded, group: str):
     return {k: v for k, v in mine.items() if k in recorded or k not in defaults or defaults[k] != v}
 
 
+@functools.lru_cache(maxsize=None)  # once per (group, target), not once per run and key
 def _yaml_defaults(group: str, target) -> dict:
     """The plain (uninterpolated) values of the conf/<group>/*.yaml whose _target_ is `target`."""
     if not target or not (CONF_DIR / group).is_dir():
