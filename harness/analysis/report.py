@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 
+from harness.analysis.claims import refresh_findings, section as claims_section
 from harness.analysis.drift import drift
 from harness.analysis.groups import GROUPS, group_label
 from harness.analysis.localisation import localisation
@@ -175,6 +176,7 @@ def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) ->
                "warnings": warnings, "ratios": drift_ratios(runs)}
     write_json_atomic(Path(out) / "analysis.json", summary)
     write_text_atomic(Path(out) / "analysis.md", markdown(summary, cfg))
+    refresh_findings(Path(out))  # findings.md (the tables') ends with these runs' NOTE-076 claims
     write_figures(runs, Path(out))
     return summary
 
@@ -293,6 +295,7 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
         for r in runs:
             L.append(_row([r["name"], _g(r["drift"]["whole"]),
                            *(_pct(r["heldout"].get(t, {}).get("greedy_acc")) for t in tasks)]))
+    L += claims_section(runs)
     L += ["", PAPER]
     return "\n".join(L) + "\n"
 

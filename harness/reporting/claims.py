@@ -34,6 +34,7 @@ from typing import Callable
 
 import pandas as pd
 
+from harness.analysis.claims import MARK
 from harness.core.atomic import write_text_atomic
 from harness.reporting.format import is_percent
 
@@ -117,7 +118,8 @@ def load(results: Path, exp: str, gpu: bool) -> pd.DataFrame | str:
     df = pd.read_csv(csv)
     if df.empty:
         findings = folder / "findings.md"
-        first = findings.read_text().strip().splitlines()[-1] if findings.is_file() else ""
+        text = findings.read_text().split("\n" + MARK)[0].strip() if findings.is_file() else ""
+        first = text.splitlines()[-1] if text else ""
         return f"results/{exp}/comparisons.csv has no rows{': ' + first if first else ''}"
     return deciding(df)
 

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.analysis.claims import with_claims
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.records import Record
@@ -318,7 +319,8 @@ def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
         return list(FILES)
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
-    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title, not_updated(agg.get("main"))))
+    write_text_atomic(out_dir / "findings.md",
+                      with_claims(findings_markdown(df, title, not_updated(agg.get("main"))), out_dir))
     return list(FILES)
 
 
@@ -431,7 +433,7 @@ def comparisons_from_runs_csv(path: Path, out_dir: Path | None = None, title: st
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title, head))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
-    write_text_atomic(out_dir / "findings.md", findings_markdown(df, title, head))
+    write_text_atomic(out_dir / "findings.md", with_claims(findings_markdown(df, title, head), out_dir))
     return df
 
 

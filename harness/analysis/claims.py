@@ -1,0 +1,144 @@
+"""NOTE-076's claims about where ES's update lands, checked against an experiment's ES runs.
+
+NOTE-076 reports (C6, localisation) "normalization parameters are 72 and 80 of the 100 largest updates"
+and "117 of 144 maximum-magnitude coordinates are LayerNorm weights", and (C5, functional sparsity)
+"77.6-93.0% of nonzero updates fall below" the magnitude of a single ES update. For each ES cell (model
+and label: one arithmetic, method.numerics) this reads analysis.json only and says, per claim, in how many
+runs the figure reaches NOTE-076's, and in how many it is the random walk of the update rule
+(harness/analysis/null.py): a figure that matches the walk measures the rule, not anything learned.
+Reaches: norms at least 72 of the top 100; norms more than half of the maximum-|delta| set (117 of 144 is
+81%); the share of nonzero coordinates below one ES update inside 77.6-93.0%.
+
+The section goes into analysis.md and, under MARK, at the end of findings.md (report.py writes it there on
+every rewrite; the analysis refreshes it). After an analysis.json was edited or committed alone:
+
+    python -m harness.analysis.claims results/numerics_cpu      # rewrites the section of findings.md
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harness.core.atomic import write_text_atomic
+
+MARK = "## NOTE-076's claims about ES's update (from analysis.json)"
+TOP_NORMS = 72              # C6: "72 and 80 of the 100 largest updates"
+MAX_SET_NORM_SHARE = 0.5    # C6: "117 of 144" (81%): we ask only for a majority
+SPARSE = (0.776, 0.930)     # C5: "77.6-93.0% of nonzero updates"
+
+
+def _cells(runs: list[dict]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for r in runs:
+        if r.get("method") == "es":
+            out.setdefault((r["model"], r["label"]), []).append(r)
+    return out
+
+
+def _arith(runs: list[dict]) -> str:
+    n = runs[0].get("numerics")
+    return f"{n['numerics']} {n['dtype']} {n['seeding']}" if n else "exact (fp32 master; not recorded)"
+
+
+def _walk(runs: list[dict], key: str, sub: str) -> str:
+    """'matches the walk's in k of n' for one null figure (top_k/norm, below/one_step, drift/whole)."""
+    have = [c for c in (((r.get("null") or {}).get(key) or {}).get(sub) for r in runs) if c and "ok" in c]
+    if not have:
+        return "no random-walk null to read it against"
+    return f"matches the random-walk null in {sum(bool(c['ok']) for c in have)} of {len(have)}"
+
+
+def _span(values: list, fmt=str) -> str:
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def lines(runs: list[dict]) -> list[str]:
+    """A bullet per ES cell, a sub-bullet per claim (and drift); empty when no ES run was analysed."""
+    out = []
+    for (model, label), rs in _cells(runs).items():
+        n = len(rs)
+        k = rs[0]["localisation"]["top_k"]
+        norms = [r["localisation"]["top_k_counts"].get("norm", 0) for r in rs]
+        sets = [r["localisation"].get("max_set") for r in rs]
+        below = [r["sparsity"]["below_one_step"] for r in rs]
+        ratios = [c["ratio"] for c in (((r.get("null") or {}).get("drift") or {}).get("whole") for r in rs) if c]
+        out += [
+            f"- {model}, {label} ({_arith(rs)}, {n} run{'s' * (n > 1)}):",
+            f"  - C6, top {k}: norms {_span(norms)}; NOTE-076's 72-80 reached in "
+            f"{sum(x >= TOP_NORMS for x in norms)} of {n}; {_walk(rs, 'top_k', 'norm').replace('matches', 'the norm count matches')}.",
+            _max_set(sets),
+            _sparsity(rs, below),
+            f"  - drift ‖delta‖/‖theta0‖: {_span(ratios, lambda x: f'{x:.2f}x')} the walk's; "
+            f"{_walk(rs, 'drift', 'whole')}." if ratios else "  - drift: no random-walk null to read it against."]
+    return out
+
+
+def _sparsity(rs: list[dict], below: list[float]) -> str:
+    rules = {r["sparsity"].get("rule", "") for r in rs}
+    if not all(x.startswith("one ES update") for x in rules):  # older analyses cut at another step
+        return (f"  - C5: this analysis.json cuts at another step ({'; '.join(sorted(rules))}), not one ES update "
+                "(rerun python -m harness.analysis).")
+    return (f"  - C5, nonzero coordinates below one ES update: {_span(below, _pct)}; inside NOTE-076's 77.6-93.0% in "
+            f"{sum(SPARSE[0] <= b <= SPARSE[1] for b in below)} of {len(rs)}; {_walk(rs, 'below', 'one_step')}.")
+
+
+def _max_set(sets: list[dict | None]) -> str:
+    if not all(sets):  # analysis.json written before the maximum set was counted
+        return "  - C6, maximum-|delta| set: not in this analysis.json (rerun python -m harness.analysis)."
+    norms = [s["by_group"].get("norm", 0) for s in sets]
+    majority = sum(m > MAX_SET_NORM_SHARE * s["size"] for m, s in zip(norms, sets))
+    return (f"  - C6, maximum-|delta| set: size {_span([s['size'] for s in sets])}, norms {_span(norms)}; a norm "
+            f"majority (NOTE-076: 117 of 144) in {majority} of {len(sets)}.")
+
+
+def section(runs: list[dict]) -> list[str]:
+    """The section for analysis.md and findings.md (a list of lines; empty without ES runs)."""
+    body = lines(runs)
+    if not body:
+        return []
+    return ["", MARK, "",
+            "Each claim per ES cell: the runs' range, how many reach NOTE-076's figure, and how many match "
+            "the random walk of ES's update rule (then the figure measures the rule, not learning). These "
+            "are counts of runs, not tests: nothing here is a difference between cells.", "", *body]
+
+
+def with_claims(text: str, out_dir: Path) -> str:
+    """`text` (a findings.md) with its claims section replaced by the one analysis.json in out_dir gives."""
+    text = text.split("\n" + MARK)[0].rstrip("\n") + "\n"
+    path = Path(out_dir) / "analysis.json"
+    if not path.is_file():
+        return text
+    sec = section(json.loads(path.read_text()).get("runs", []))
+    return text + "\n".join(sec) + "\n" if sec else text
+
+
+def refresh_findings(out_dir: Path) -> bool:
+    """Rewrite findings.md's claims section from analysis.json (False: no findings.md to rewrite)."""
+    path = Path(out_dir) / "findings.md"
+    if not path.is_file():
+        return False
+    write_text_atomic(path, with_claims(path.read_text(), out_dir))
+    return True
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not (Path(argv[0]) / "analysis.json").is_file():
+        print("usage: python -m harness.analysis.claims <tables folder holding analysis.json and findings.md>",
+              file=sys.stderr)
+        return 2
+    if not refresh_findings(Path(argv[0])):
+        print(f"{argv[0]}: no findings.md to add the claims to; run python -m harness.reporting first",
+              file=sys.stderr)
+        return 2
+    print(f"{Path(argv[0]) / 'findings.md'}: NOTE-076's claims section rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,54 @@
+"""NOTE-076's claims section (harness/analysis/claims.py): counts read from analysis.json, placed once in findings.md."""
+import json
+
+from harness.analysis.claims import MARK, lines, refresh_findings, with_claims
+
+
+def run(label, norms, set_size, set_norms, below, ok, numerics=None, method="es"):
+    null = {"top_k": {"norm": {"ok": ok}}, "below": {"one_step": {"ok": ok}},
+            "drift": {"whole": {"ratio": 1.0 if ok else 2.3, "ok": ok}}}
+    return {"method": method, "model": "m", "label": label, "numerics": numerics, "null": null,
+            "localisation": {"top_k": 100, "top_k_counts": {"norm": norms, "mlp": 100 - norms},
+                             "max_set": {"size": set_size, "by_group": {"norm": set_norms, "mlp": set_size - set_norms}}},
+            "sparsity": {"below_one_step": below, "rule": "one ES update: RMS per coordinate"}}
+
+
+def test_counts_runs_reaching_each_figure_and_matching_the_walk():
+    bf16 = {"numerics": "inplace", "dtype": "bfloat16", "seeding": "iid"}
+    runs = [run("ES exact", 0, 1, 0, 0.52, True), run("ES exact", 1, 1, 0, 0.521, True),
+            run("ES bf16", 80, 144, 117, 0.80, False, bf16), run("ES bf16", 71, 10, 5, 0.95, True, bf16),
+            run("GRPO", 90, 1, 1, 0.9, False, method="grpo")]
+    text = "\n".join(lines(runs))
+    assert "GRPO" not in text  # Adam's update is not what NOTE-076's ES claims are about
+    exact, bf16_ = text.split("- m, ES bf16")
+    assert "exact (fp32 master; not recorded), 2 runs" in exact
+    assert "norms 0 to 1; NOTE-076's 72-80 reached in 0 of 2; the norm count matches the random-walk null in 2 of 2" in exact
+    assert "52.0% to 52.1%; inside NOTE-076's 77.6-93.0% in 0 of 2" in exact
+    assert "inplace bfloat16 iid, 2 runs" in bf16_
+    assert "norms 71 to 80; NOTE-076's 72-80 reached in 1 of 2" in bf16_
+    assert "size 10 to 144, norms 5 to 117; a norm majority (NOTE-076: 117 of 144) in 1 of 2" in bf16_  # 5 of 10 is no majority
+    assert "80.0% to 95.0%; inside NOTE-076's 77.6-93.0% in 1 of 2; matches the random-walk null in 1 of 2" in bf16_
+    assert "1.00x to 2.30x the walk's" in bf16_
+
+
+def test_findings_section_is_replaced_not_appended(tmp_path):
+    (tmp_path / "analysis.json").write_text(json.dumps({"runs": [run("ES", 0, 1, 0, 0.5, True)]}))
+    (tmp_path / "findings.md").write_text("# x: findings\n\n- a detected row\n")
+    assert refresh_findings(tmp_path) and refresh_findings(tmp_path)
+    text = (tmp_path / "findings.md").read_text()
+    assert text.count(MARK) == 1 and text.startswith("# x: findings\n\n- a detected row\n")
+    assert with_claims("# y\n", tmp_path / "elsewhere") == "# y\n"  # no analysis.json: findings unchanged
+
+
+def test_no_findings_file_is_reported(tmp_path):
+    (tmp_path / "analysis.json").write_text(json.dumps({"runs": []}))
+    assert not refresh_findings(tmp_path)
+
+
+def test_an_older_analysis_is_not_read_as_one_es_update():
+    old = run("ES", 0, 1, 0, 0.03, True)
+    old["sparsity"]["rule"] = "alpha/N x max abs(z) x E abs(eps)"  # the harness's earlier one-member step
+    del old["localisation"]["max_set"], old["null"]
+    text = "\n".join(lines([old]))
+    assert "C5: this analysis.json cuts at another step" in text and "3.0%" not in text
+    assert "maximum-|delta| set: not in this analysis.json" in text and "no random-walk null to read it against" in text
