@@ -146,3 +146,15 @@ def test_declared_sigma_notes_a_choice_one_direction_from_flipping():
     # far from every cut and ahead by two better directions: no note
     d = density.declared_sigma(model(row(1e-3, 0, 0), row(3e-3, 3, 2), row(1e-2, 0, 40)))
     assert d["sigma"] == 3e-3 and d["notes"] == []
+
+
+def test_plot_accepts_a_wilson_bound_a_rounding_error_above_zero(tmp_path):
+    """Wilson's lower bound for 0 of 24 came out 1.4e-17 on SmolLM2: the figure must still draw."""
+    import json
+
+    from harness.tools.density import plot
+    cell = {"sigma": 1e-3, "n": 24, "better": 0, "worse": 0, "mean_change": 0.001,
+            "mean_change_ci": [-0.01, 0.01], "worse_ci": [1.3877787807814457e-17, 0.138]}
+    result = {"models": [{"model": "m", "prompts": 64, "can_lose": 10, "can_gain": 54, "sigmas": {"0.001": cell}}]}
+    plot(json.loads(json.dumps(result)), tmp_path / "density.png")
+    assert (tmp_path / "density.png").stat().st_size > 0

@@ -378,12 +378,13 @@ def plot(result: dict, path: Path) -> None:
         style = "--" if power_gap(m) else "-"  # dashed: a model whose harm cannot be detected
         label = m["model"] + (" (no power)" if power_gap(m) else "")
         mean = [100 * c["mean_change"] for c in rows]
-        left.errorbar(x, mean, yerr=[[v - 100 * c["mean_change_ci"][0] for v, c in zip(mean, rows)],
-                                     [100 * c["mean_change_ci"][1] - v for v, c in zip(mean, rows)]],
+        # max(0, .): a Wilson bound or a bootstrap percentile can sit a rounding error past its point
+        left.errorbar(x, mean, yerr=[[max(0.0, v - 100 * c["mean_change_ci"][0]) for v, c in zip(mean, rows)],
+                                     [max(0.0, 100 * c["mean_change_ci"][1] - v) for v, c in zip(mean, rows)]],
                       marker="o", capsize=3, linestyle=style, label=label)
         worse = [c["worse"] / c["n"] for c in rows]
-        right.errorbar(x, worse, yerr=[[w - c["worse_ci"][0] for w, c in zip(worse, rows)],
-                                       [c["worse_ci"][1] - w for w, c in zip(worse, rows)]],
+        right.errorbar(x, worse, yerr=[[max(0.0, w - c["worse_ci"][0]) for w, c in zip(worse, rows)],
+                                       [max(0.0, c["worse_ci"][1] - w) for w, c in zip(worse, rows)]],
                        marker="o", capsize=3, linestyle=style, label=label)
     left.axhline(0, color="grey", lw=0.8)
     right.axhline(MAX_HARM, color="grey", lw=0.8, ls=":")
