@@ -219,3 +219,34 @@ def test_identical_per_seed_differences_are_not_a_detection(tmp_path):
     from harness.reporting.comparisons import findings_markdown
     md = findings_markdown(df, "x")
     assert "## Not paired" in md and "differs by" not in md
+
+
+def test_rl_columns_without_a_grid_are_compared_to_es_on_the_summary_metrics(tmp_path):
+    """Table 2's shape (conciseness_cpu): GRPO as one column per beta, no grid, no selection. Each ES column is
+    paired with each GRPO column, also on the experiment's summary metrics (reward, KL to base)."""
+    rng = np.random.default_rng(2)
+    def rec(name, label, method, point, reward, kl, trains=True):
+        m = {"greedy_acc": entry([0] * 100)}
+        for key, v in (("mean_reward", reward), ("kl_to_base", kl)):
+            e = entry([0] * 100)
+            e.update(mean=float(np.mean(v)), per_prompt=[float(x) for x in v])
+            m[key] = e
+        write_record(tmp_path / name, Record(status="ok", label=label, model="m", method=method, trains=trains,
+                                             seed=0, cell=label.split(" ")[0], point=point, metrics={"test": m},
+                                             started_at=len(name)))
+    base = rng.random(100)
+    rec("a", "Original", "base", {}, base, np.zeros(100), trains=False)
+    rec("b", "ES sigma=0.001", "es", {"method.sigma": 0.001}, base + 0.01, np.full(100, 0.001))
+    rec("c", "GRPO beta=0", "grpo", {"method.beta": 0.0}, base + 0.2, 1 + rng.random(100))
+    rec("d", "GRPO beta=0.01", "grpo", {"method.beta": 0.01}, base + 0.1, 0.4 + rng.random(100) / 10)
+    agg = aggregate(tmp_path)
+    agg["manifest"] = type("M", (), {"es_reference": None, "summary_metrics": ["mean_reward", "kl_to_base"]})()
+    df = comparisons(agg)
+    es_rl = df[df["kind"] == "ES vs RL"]
+    assert set(es_rl["comparison"].str.split(" vs ").str[1]) == {"GRPO beta=0", "GRPO beta=0.01"}
+    assert set(df["metric"]) == {"greedy_acc", "mean_reward", "kl_to_base"}
+    r = es_rl[(es_rl["metric"] == "mean_reward") & es_rl["comparison"].str.endswith("GRPO beta=0")].iloc[0]
+    assert r["difference"] == pytest.approx(-0.19) and r["result"] == "detected"
+    k = es_rl[(es_rl["metric"] == "kl_to_base") & es_rl["comparison"].str.endswith("beta=0.01")].iloc[0]
+    assert k["ci_high"] < 0  # ES moved less from the base than GRPO at beta 0.01
+    assert not (df["kind"] == "variant vs full ES").any()

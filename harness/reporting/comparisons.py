@@ -5,7 +5,8 @@ so the rows compared are the main table's rows, RL grids already reduced to thei
 validation. Per model, these comparisons (A vs B, difference = A - B) on the test split:
 
 - trained vs base: every successful trained row vs the model's untrained row (trains=False);
-- ES vs RL: the ES row vs each RL grid's chosen row. The ES row is the full-ES reference below when
+- ES vs RL: the ES row vs each RL grid's chosen row, or, when the model has no RL grid, vs each GRPO/PPO
+  row (columns compared without selection, as in Table 2). The ES row is the full-ES reference below when
   the model has one, else every row of method `es` (e.g. each sigma of a sweep);
 - variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of method `es` that the
   experiment names with `es_reference: <cell label>`, else the one labelled exactly "ES" or starting
@@ -13,7 +14,8 @@ validation. Per model, these comparisons (A vs B, difference = A - B) on the tes
   (ES variants, GRPO-then-ES, ...) is compared to it. No such label: no variant comparisons;
 - population: rows of one cell with a `population` axis, each N vs N=30.
 
-Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have) gets:
+Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have; and the experiment's
+`summary_metrics`, e.g. mean_reward and kl_to_base) gets:
 - paired by prompt, always: each side's per-prompt scores averaged over its successful seeds, then a
   paired bootstrap over the same test prompts (resample prompt ids, mean of the differences);
 - paired by seed, with >= 2 paired seeds: a Student-t 95% interval over the per-seed differences of the
@@ -60,6 +62,7 @@ from harness.reporting.format import is_percent, isnan
 N_BOOT = 2000
 SEED = 0
 PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
+RL_METHODS = ("grpo", "ppo")
 PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
 DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
               "spread to estimate (zero width); more seeds are needed")
@@ -129,6 +132,13 @@ def _is_es_reference(row: pd.Series, named: str | None = None) -> bool:
             and (label == named if named else (label == "ES" or label.lower().startswith("es full"))))
 
 
+def paired_metrics(present: list[str], summary: list[str]) -> list[str]:
+    """Accuracy metrics (PAIRED_METRICS), then the experiment's own summary metrics (e.g. conciseness's
+    mean_reward and kl_to_base), each once and only where the runs measured it."""
+    out = [m for m in present if m.startswith(PAIRED_METRICS)]
+    return out + [m for m in summary if m in present and m not in out]
+
+
 def pairs(main: pd.DataFrame, es_reference: str | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
     """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only;
     `es_reference`: the full-ES cell's label when the experiment names it."""
@@ -142,11 +152,13 @@ def pairs(main: pd.DataFrame, es_reference: str | None = None) -> list[tuple[str
             out += [("trained vs base", r, base) for r in trained]
         ref = next((r for r in trained if _is_es_reference(r, es_reference)), None)
         rl = [r for r in trained if isinstance(r.get("grid"), str)]
+        if not rl:  # RL as plain columns, no grid (Table 2: one GRPO run per beta, no selection): each is a side
+            rl = [r for r in trained if r.get("method") in RL_METHODS and not isinstance(r.get("grid"), str)]
         es = [ref] if ref is not None else [r for r in trained if r.get("method") == "es"
                                             and not isinstance(r.get("grid"), str)]
         out += [("ES vs RL", e, g) for e in es for g in rl]
         if ref is not None:
-            out += [("variant vs full ES", r, ref) for r in trained if r is not ref
+            out += [("variant vs full ES", r, ref) for r in trained if r is not ref and all(r is not g for g in rl)
                     and not isinstance(r.get("grid"), str) and not r.get("point")]
         for cell in dict.fromkeys(r["cell"] for r in trained):
             pop = [(v, r) for r in trained if r["cell"] == cell and isinstance(r.get("point"), dict)
@@ -237,8 +249,9 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
     if main.empty or "status" not in main:
         return pd.DataFrame(columns=COLUMNS)
     by_path = {r.path: r for r in agg["records"] if r.path}
-    metrics = [m for m in metric_names(runs) if m.startswith(PAIRED_METRICS)]
-    named = getattr(agg.get("manifest"), "es_reference", None)
+    man = agg.get("manifest")
+    named = getattr(man, "es_reference", None)
+    metrics = paired_metrics(metric_names(runs), getattr(man, "summary_metrics", None) or [])
     rows = [row for kind, a, b in pairs(main, named) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
     return pd.DataFrame(rows, columns=COLUMNS)
