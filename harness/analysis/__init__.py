@@ -7,7 +7,6 @@
     sparsity.py      zero the small coordinates, re-evaluate: how much of the update matters
     entropy.py       mean per-token entropy of the policy's samples (a training-time listener)
     report.py        analysis.md and the figures of an experiment
-    claims.py        NOTE-076's update claims (C5, C6) per ES cell, for analysis.md and findings.md
 
     python -m harness.analysis results/quickstart       # or runs/<group>/<stamp>, or one run folder
 """

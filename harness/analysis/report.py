@@ -15,7 +15,6 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 
-from harness.analysis.claims import refresh_findings, section as claims_section
 from harness.analysis.drift import drift
 from harness.analysis.groups import GROUPS, group_label
 from harness.analysis.localisation import localisation
@@ -29,6 +28,7 @@ from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.policy import load_policy
 from harness.core.records import RECORD_NAME, read_manifest, read_records
 from harness.reporting.report import output_name
+from harness.reporting.update_claims import refresh_findings, section as claims_section
 
 log = logging.getLogger("esbench")
 

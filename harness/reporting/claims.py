@@ -34,9 +34,9 @@ from typing import Callable
 
 import pandas as pd
 
-from harness.analysis.claims import MARK
 from harness.core.atomic import write_text_atomic
 from harness.reporting.format import is_percent
+from harness.reporting.update_claims import MARK
 
 SUPPORTED, CONTRADICTED, NOT_DETECTED, NOT_RUN = "supported", "contradicted", "not detected", "not run"
 BY_SEED = "by seed (Student-t)"
@@ -238,9 +238,10 @@ CLAIMS = (
     Claim("Q4", QIU, "ES is robust across base models.", cpu=("qiu2025_table1_cpu",), gpu=("qiu2025_table1",),
           rule="ES vs base, greedy_acc, detected above base on every model, with at least two models",
           checks=(Check(BASE, ES, "greedy_acc"),), min_models=2),
-    Claim("Q5", QIU, "ES is less prone to reward hacking.", gpu=("qiu2025_table2_conciseness",),
-          undecidable="not decidable from comparisons: reward hacking is read as reward beside KL to base "
-          "(table.md of qiu2025_table2_conciseness), which comparisons.py does not pair"),
+    Claim("Q5", QIU, "ES is less prone to reward hacking.", cpu=("conciseness_cpu",), gpu=("qiu2025_table2_conciseness",),
+          undecidable="not decidable by one rule: reward hacking is a reading of reward beside KL to base across the "
+          "columns (table.md, pareto.png); comparisons.py pairs each ES column with each GRPO column on both, "
+          "and findings.md lists those intervals"),
     Claim("Q6", QIU, "ES is steadier across runs.", gpu=("qiu2025_table2_conciseness", "qiu2025_table1"),
           undecidable="not decidable from comparisons: they pair means, no comparison tests the spread over seeds; "
           "read the seed intervals in table.md"),

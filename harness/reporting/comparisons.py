@@ -51,13 +51,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.analysis.claims import with_claims
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.records import Record
 from harness.evaluation.metrics import per_prompt_values
 from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
 from harness.reporting.format import is_percent, isnan
+from harness.reporting.update_claims import with_claims
 
 N_BOOT = 2000
 SEED = 0

@@ -12,7 +12,7 @@ Reaches: norms at least 72 of the top 100; norms more than half of the maximum-|
 The section goes into analysis.md and, under MARK, at the end of findings.md (report.py writes it there on
 every rewrite; the analysis refreshes it). After an analysis.json was edited or committed alone:
 
-    python -m harness.analysis.claims results/numerics_cpu      # rewrites the section of findings.md
+    python -m harness.reporting.update_claims results/numerics_cpu      # rewrites the section of findings.md
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def refresh_findings(out_dir: Path) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not (Path(argv[0]) / "analysis.json").is_file():
-        print("usage: python -m harness.analysis.claims <tables folder holding analysis.json and findings.md>",
+        print("usage: python -m harness.reporting.update_claims <tables folder holding analysis.json and findings.md>",
               file=sys.stderr)
         return 2
     if not refresh_findings(Path(argv[0])):

@@ -1,7 +1,7 @@
-"""NOTE-076's claims section (harness/analysis/claims.py): counts read from analysis.json, placed once in findings.md."""
+"""NOTE-076's claims section (harness/reporting/update_claims.py): counts read from analysis.json, placed once in findings.md."""
 import json
 
-from harness.analysis.claims import MARK, lines, refresh_findings, with_claims
+from harness.reporting.update_claims import MARK, lines, refresh_findings, with_claims
 
 
 def run(label, norms, set_size, set_norms, below, ok, numerics=None, method="es"):
