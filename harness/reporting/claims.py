@@ -238,7 +238,8 @@ CLAIMS = (
     Claim("Q4", QIU, "ES is robust across base models.", cpu=("qiu2025_table1_cpu",), gpu=("qiu2025_table1",),
           rule="ES vs base, greedy_acc, detected above base on every model, with at least two models",
           checks=(Check(BASE, ES, "greedy_acc"),), min_models=2),
-    Claim("Q5", QIU, "ES is less prone to reward hacking.", cpu=("conciseness_cpu",), gpu=("qiu2025_table2_conciseness",),
+    Claim("Q5", QIU, "ES is less prone to reward hacking.", cpu=("conciseness_cpu",),
+          gpu=("qiu2025_table2_conciseness",),
           undecidable="not decidable by one rule: reward hacking is a reading of reward beside KL to base across the "
           "columns (table.md, pareto.png); comparisons.py pairs each ES column with each GRPO column on both, "
           "and findings.md lists those intervals"),

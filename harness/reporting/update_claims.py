@@ -68,10 +68,11 @@ def lines(runs: list[dict]) -> list[str]:
         sets = [r["localisation"].get("max_set") for r in rs]
         below = [r["sparsity"]["below_one_step"] for r in rs]
         ratios = [c["ratio"] for c in (((r.get("null") or {}).get("drift") or {}).get("whole") for r in rs) if c]
+        walk = _walk(rs, "top_k", "norm").replace("matches", "the norm count matches")
         out += [
             f"- {model}, {label} ({_arith(rs)}, {n} run{'s' * (n > 1)}):",
             f"  - C6, top {k}: norms {_span(norms)}; NOTE-076's 72-80 reached in "
-            f"{sum(x >= TOP_NORMS for x in norms)} of {n}; {_walk(rs, 'top_k', 'norm').replace('matches', 'the norm count matches')}.",
+            f"{sum(x >= TOP_NORMS for x in norms)} of {n}; {walk}.",
             _max_set(sets),
             _sparsity(rs, below),
             f"  - drift ‖delta‖/‖theta0‖: {_span(ratios, lambda x: f'{x:.2f}x')} the walk's; "
