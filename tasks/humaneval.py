@@ -42,7 +42,9 @@ data, which is compared here with the test's expected value, which never enters 
   <expected>` (HumanEval/38, 50, 53) runs once, seeded (random.seed(SAMPLE_SEED)), in a clean
   sandbox run with the prompt's helpers and no candidate, which records each call's arguments and
   expected value; those become fixed value tests (the official harness draws new unseeded inputs
-  on every run; here every completion meets the same 100);
+  on every run; here every completion meets the same 100). That run is retried once and then
+  raises TaskDataError (tasks/code_runs.clean_run), as does a sampler that raises: the loop is
+  never left to be judged inside the sandbox because a run failed;
 - everything else (a loop that checks a property of the result, tests that compare the candidate
   with itself) runs together, in order, inside the sandbox as one function `check(candidate)`,
   as the original harness ran it. There a forged result or an assert-skipping trace hook could
@@ -62,7 +64,6 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-import functools
 import gzip
 import keyword
 import operator
@@ -76,10 +77,11 @@ from pathlib import Path
 
 import datasets
 
-from tasks import mbpp_judge, mbpp_runner, sandbox
+from tasks import code_runs, mbpp_judge, sandbox
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, parse_json, read_text,
                         row_error, user_path)
-from tasks.mbpp import check_sandbox_settings, expected_in_clean_run, extract_code
+from tasks.code_runs import check_sandbox_settings
+from tasks.mbpp import extract_code
 
 HUB_ID = "openai/openai_humaneval"
 WHAT = "HumanEval data"
@@ -157,8 +159,7 @@ class HumanEval:
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.workers = workers or min(8, os.cpu_count() or 1)
         self.limits = mbpp_judge.Limits(seconds=judge_s)
-        self._stats = {"programs": 0, "tests_outside": 0, "tests_inside": 0, "clean_runs": 0,
-                       "over_limit": {}}
+        self._stats = code_runs.JudgeStats()
         self._lock = threading.Lock()
         self._plans: dict[tuple[str, str], Plan] = {}
         self._gates: dict[tuple[str, str], threading.Lock] = {}
@@ -228,46 +229,47 @@ class HumanEval:
                 if key in self._plans:
                     return self._plans[key]
             found = self._sample(self._resolve(plan(test, entry_point), entry_point),
-                                 code_prompt)
+                                 code_prompt, entry_point)
             with self._lock:
                 self._plans[key] = found
             return found
-
-    def _clean_run_done(self) -> None:
-        with self._lock:
-            self._stats["clean_runs"] += 1
 
     def _resolve(self, unresolved: Plan, entry_point: str) -> Plan:
         checks = list(unresolved.checks)
         pending = [c for c in checks if c.expected_src is not None]
         if not pending:
             return unresolved
-        computed = iter(expected_in_clean_run(pending, "", f"HumanEval problem {entry_point!r}",
-                                              "fix the row's test or raise task.timeout_s", self.timeout_s,
-                                              self.memory_mb, self.limits, self._clean_run_done))
+        computed = iter(code_runs.expected_in_clean_run(
+            pending, "", f"HumanEval problem {entry_point!r}", self.timeout_s, self.memory_mb,
+            self.limits, self._stats))
         resolved = [next(computed) if c.expected_src is not None else c for c in checks]
         # A check resolve() sent inside runs its assert as a statement, where `candidate` is bound
         return Plan(tuple(resolved), unresolved.setup,
                     unresolved.inside_statements + sum(not c.outside for c in resolved)
                     - sum(not c.outside for c in checks), unresolved.sample)
 
-    def _sample(self, found: Plan, code_prompt: str) -> Plan:
+    def _sample(self, found: Plan, code_prompt: str, entry_point: str) -> Plan:
         """Inside statements that are random-input loops of `assert candidate(...) == <expr>`
         (HumanEval/38, 50, 53): run once, seeded, in a clean sandbox run with the prompt's own
         helpers and no candidate, recording each call's arguments and expected value; the Plan
-        then calls the candidate on those arguments and judges the values here. Unchanged when
-        the run fails or gives anything but plain arguments."""
+        then calls the candidate on those arguments and judges the values here. A failed run is
+        retried, then a TaskDataError, as is a sampler that raises; arguments that are not plain
+        data leave the loop inside (named in the notes)."""
         if found.sample is None or sum(not c.outside for c in found.checks) != 1:
             return replace(found, sample=None)
         args = {"code": code_prompt + f"\nimport random\nrandom.seed({SAMPLE_SEED})\n",
                 "setup": found.sample, "items": [{"kind": "value", "src": f"{_SAMPLER}()"}]}
-        result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
-                                    memory_mb=self.memory_mb)
-        self._clean_run_done()
-        records = [r for r in result.records if r.get("i") == 0 and "value" in r]
+        what = f"HumanEval problem {entry_point!r}: its random-input tests"
+        result = code_runs.clean_run(args, what, "fix the row's test or raise task.timeout_s",
+                                     self.timeout_s, self.memory_mb, self._stats)
+        record = next((r for r in result.records if r.get("i") == 0), {})
+        if "value" not in record:
+            problem = record.get("error") or record.get("load_error") or "no record"
+            raise TaskDataError(f"{what} could not be sampled ({str(problem)[:120]}); fix the "
+                                "row's test")
         try:
-            pairs = mbpp_judge.decode(records[0]["value"], self.limits) if result.ok else None
-        except (IndexError, TypeError, ValueError, ArithmeticError, RecursionError, MemoryError):
+            pairs = mbpp_judge.decode(record["value"], self.limits)
+        except (TypeError, ValueError, ArithmeticError, RecursionError, MemoryError):
             pairs = None
         sampled = _sampled_checks(pairs)
         if sampled is None:
@@ -295,23 +297,8 @@ class HumanEval:
         """Run one completion and judge it; the Verdict says per check whether it passed and, if
         not, why (a wrong value, an error, the sandbox's timeout, a judge limit)."""
         found = self.plan(test, entry_point, code_prompt)
-        args = {"code": program(code_prompt, completion), "setup": found.setup,
-                "items": [c.item() for c in found.checks]}
-        result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
-                                    memory_mb=self.memory_mb)
-        why = f"sandbox: timed out after {self.timeout_s} s" if result.timed_out else \
-            f"sandbox: the program did not run to its end (exit status {result.returncode})"
-        verdict = mbpp_judge.verdict(list(found.checks), result.records, result.ok, self.limits,
-                                     why)
-        outside = sum(c.outside for c in found.checks)
-        with self._lock:
-            self._stats["programs"] += 1
-            self._stats["tests_outside"] += outside
-            self._stats["tests_inside"] += len(found.checks) - outside
-            if verdict.limit:
-                over = self._stats["over_limit"]
-                over[verdict.limit] = over.get(verdict.limit, 0) + 1
-        return verdict
+        return code_runs.judge(program(code_prompt, completion), found.setup, found.checks,
+                               self.timeout_s, self.memory_mb, self.limits, self._stats)
 
     def reward(self, completions: list[str], code_prompt: list[str], test: list[str],
                entry_point: list[str], **kwargs) -> list[float]:
@@ -332,8 +319,7 @@ class HumanEval:
     def judge_stats(self) -> dict:
         """Checks scored so far, by where they were judged (outside: value compared here; inside:
         statements run in the sandbox), clean sandbox runs, completions stopped by a judge limit."""
-        with self._lock:
-            return {**self._stats, "over_limit": dict(self._stats["over_limit"])}
+        return self._stats.snapshot()
 
     def run_info(self) -> dict:
         """What a run record should keep: sandbox layers, judge counts and `notes`."""
@@ -362,11 +348,6 @@ def program(code_prompt: str, completion: str) -> str:
     block if it has one, else all of it), as the official harness's prompt + completion."""
     code = extract_code(completion)
     return code_prompt + ("" if code_prompt.endswith("\n") else "\n") + code
-
-
-@functools.lru_cache(maxsize=1)
-def _runner_source() -> str:
-    return Path(mbpp_runner.__file__).read_text(encoding="utf-8")
 
 
 # ---- reading the data ----

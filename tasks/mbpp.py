@@ -6,10 +6,19 @@ in google-research mbpp/README.md: test 11-510 (500 tasks); train 601-974; valid
 README's training range is 511-1000; we carve its first 90 tasks out for validation, so "train" is
 smaller than the README's). Tasks 1-10 are the few-shot prompts and belong to no split.
 
-Degenerate rows: where one value passes every test (test 37, 203, 339; train 667, 674, 816, 899:
-all three tests expect the value the prompt shows), `def f(*a, **k): return <value>` scores 1. A
-survey of the data at load finds them (mbpp_judge.degenerate); `load` leaves them out of every
-split, so they are never trained on nor scored, and `run_info()["notes"]` reports them.
+Degenerate rows: where a trivial answer passes every test, `def f(*a, **k)` returning one
+constant (test 203: all three tests expect the value the prompt shows), an argument (test 404,
+`minimum(1, 2) == 1`), a fixed index or slice of one (test 45 `a[0][0]`, 487 `a[0][::-1]`) or its
+negation (train 904 `not a[0]`), scores 1 (tasks/mbpp_trivial.py, evaluated in the harness
+against the planned checks at load). So are rows with a test `assert f(x) == a, b` (test 313, 362,
+436): Python reads `b` as the assert's message, so only `a` is checked, and the reference
+solutions return `a` alone, so the test cannot be fixed to `== (a, b)` either. In the shipped
+data: test 37, 45, 203, 225, 313, 339, 351, 362, 404, 418, 436, 443, 457, 487 (14 of 500),
+validation 582 (1 of 90), train 658, 667, 674, 698, 713, 744, 816, 847, 890, 899, 904, 951 (12 of
+374). `load` leaves them out of every split, so they are never trained on nor scored; `run_info()`
+reports them apart (`degenerate_rows` per split, `degenerate_answers` the answer or reason per
+row, and one line per split in `notes`). A test that does not parse is a TaskDataError naming the
+row, as is one whose expected side raises in its clean run; a split with no rows left is one too.
 
 Prompt: the problem text plus the first test assertion, so the model knows the function's name
 and signature (the MBPP paper shows all three tests; showing one keeps two unseen).
@@ -17,9 +26,9 @@ and signature (the MBPP paper shows all three tests; showing one keeps two unsee
 Scoring (the MBPP paper's rule): a completion is correct when every assertion in `test_list` holds
 after the extracted program and `test_setup_code` ran. The program is the first ```python fenced
 block (else the first ``` block, else the whole completion; an unterminated fence runs to the end).
-It runs in the sandbox (tasks/sandbox.py), never in this process, but the sandbox is not the
-judge: tasks/mbpp_judge.py splits each `assert f(x) == y`-shaped test so that only the call runs
-there and its value is compared here, against an expected value the program cannot read. Printing
+It runs in the sandbox (tasks/sandbox.py, via tasks/code_runs.py), never in this process, but the
+sandbox is not the judge: tasks/mbpp_judge.py splits each `assert f(x) == y`-shaped test so that
+only the call runs there and its value is compared here, against an expected value the program cannot read. Printing
 a fake success line, skipping asserts, reading the data file (hidden in the sandbox) or returning
 an object whose `__eq__` always says True therefore score 0. An expected side that is not a
 literal (task 596's `sys.getsizeof(...)`) is computed once per row in a clean sandbox run with no
@@ -36,7 +45,7 @@ majority voting.
 """
 from __future__ import annotations
 
-import functools
+import ast
 import os
 import re
 import threading
@@ -45,10 +54,9 @@ from pathlib import Path
 
 import datasets
 
-from tasks import mbpp_judge, sandbox
+from tasks import code_runs, mbpp_judge, mbpp_trivial, sandbox
 from tasks.base import DATA_DIR, TaskDataError, read_jsonl
-
-RUNNER = Path(__file__).with_name("mbpp_runner.py")
+from tasks.code_runs import check_sandbox_settings
 
 SPLITS = {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 PROMPT = ("{text}\nYour code should pass this test:\n{test}\n"
@@ -87,7 +95,7 @@ class MBPP:
 
     name = "mbpp"
 
-    def __init__(self, version: int = 3, n_eval: int | None = 500, max_new_tokens: int = 512,
+    def __init__(self, version: int = 4, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "local", path: str | None = None, timeout_s: float = 5,
                  memory_mb: int = 512, workers: int | None = None,
                  allow_weak_sandbox: bool = False, judge_s: float = 2.0):
@@ -101,8 +109,7 @@ class MBPP:
         self.workers = workers or min(8, os.cpu_count() or 1)
         self.allow_weak_sandbox = allow_weak_sandbox
         self.limits = mbpp_judge.Limits(seconds=judge_s)
-        self._stats = {"programs": 0, "tests_outside": 0, "tests_inside": 0, "clean_runs": 0,
-                       "over_limit": {}}
+        self._stats = code_runs.JudgeStats()
         self._lock = threading.Lock()
         self._checks_of: dict[tuple, list[mbpp_judge.Check]] = {}  # (tests, setup) -> resolved
         self._gates: dict[tuple, threading.Lock] = {}  # one clean run per row, however many ask
@@ -116,15 +123,25 @@ class MBPP:
         if split not in SPLITS:
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
         survey = self.survey()
-        rows = [r for r in survey["rows"][split] if r["task_id"] not in survey["degenerate"][split]]
+        left_out = set(survey["degenerate"][split])
+        rows = [r for r in survey["rows"][split] if r["task_id"] not in left_out]
+        if not rows:  # an empty Dataset has no columns: its first reader would fail far from here
+            lo, hi = SPLITS[split]
+            raise TaskDataError(
+                f"MBPP data {survey['path']} has no {split} rows (task_id {lo}-{hi}"
+                f"{f', {len(left_out)} degenerate ones left out' if left_out else ''}); add rows "
+                f"in that range, or run without the {split} split (for validation: "
+                "analysis.entropy_every_flops_fraction=null)")
         if split != "train" and self.n_eval:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
 
     def survey(self) -> dict:
         """The data file read once: `rows`, `degenerate` ids and `tests_inside` (tests the judge
-        cannot split), per split. Resolves every row's expected values (clean sandbox runs for
-        the non-literal ones), so a broken row fails here, before any training."""
+        cannot split) per split, `answers` (task_id -> the trivial answer or the malformed test
+        that makes the row degenerate) and the file's `path`. Resolves every row's expected
+        values (clean sandbox runs for the non-literal ones) and finds the degenerate rows, so a
+        broken row fails here, before any training."""
         with self._survey_gate:
             if self._survey is None:
                 self._survey = self._read_survey()
@@ -132,16 +149,29 @@ class MBPP:
 
     def _read_survey(self) -> dict:
         path = Path(self.path).expanduser() if self.path else DATA_DIR / "mbpp" / "mbpp.jsonl"
-        every = [_row(raw, path, i) for i, raw in read_jsonl(path, "MBPP data")]
+        lines = read_jsonl(path, "MBPP data")
+        every = [_row(raw, path, i) for i, raw in lines]
+
+        def row_checks(line_row):
+            (line, _), row = line_row
+            try:
+                return self.checks(row["test_list"], row["test_setup_code"])
+            except TaskDataError as e:
+                raise TaskDataError(f"{path}: line {line} (task_id {row['task_id']}): {e}") from None
+
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            checks = list(pool.map(lambda r: self.checks(r["test_list"], r["test_setup_code"]),
-                                   every))
-        survey = {"rows": {}, "degenerate": {}, "tests_inside": {}}
+            checks = list(pool.map(row_checks, zip(lines, every)))
+        answers = {}
+        for r, c in zip(every, checks):
+            why = _message_test(r["test_list"]) or mbpp_trivial.trivial_answer(c)
+            if why:
+                answers[r["task_id"]] = why
+        survey = {"rows": {}, "degenerate": {}, "tests_inside": {}, "answers": answers,
+                  "path": path}
         for split, (lo, hi) in SPLITS.items():
             mine = [(r, c) for r, c in zip(every, checks) if lo <= r["task_id"] <= hi]
             survey["rows"][split] = [r for r, _ in mine]
-            survey["degenerate"][split] = [r["task_id"] for r, c in mine
-                                           if mbpp_judge.degenerate(c)]
+            survey["degenerate"][split] = [r["task_id"] for r, _ in mine if r["task_id"] in answers]
             survey["tests_inside"][split] = sum(not x.outside for _, c in mine for x in c)
         return survey
 
@@ -165,22 +195,8 @@ class MBPP:
         """Run one completion and judge it: the Verdict says per test whether it passed and, if
         not, why (a wrong value, an error, the sandbox's timeout, a judge limit)."""
         checks = self.checks(test_list, test_setup_code)
-        args = {"code": extract_code(completion), "setup": test_setup_code or "",
-                "items": [c.item() for c in checks]}
-        result = sandbox.run_runner(_runner_source(), args, timeout_s=self.timeout_s,
-                                    memory_mb=self.memory_mb)
-        why = f"sandbox: timed out after {self.timeout_s} s" if result.timed_out else \
-            f"sandbox: the program did not run to its end (exit status {result.returncode})"
-        verdict = mbpp_judge.verdict(checks, result.records, result.ok, self.limits, why)
-        outside = sum(c.outside for c in checks)
-        with self._lock:
-            self._stats["programs"] += 1
-            self._stats["tests_outside"] += outside
-            self._stats["tests_inside"] += len(checks) - outside
-            if verdict.limit:
-                over = self._stats["over_limit"]
-                over[verdict.limit] = over.get(verdict.limit, 0) + 1
-        return verdict
+        return code_runs.judge(extract_code(completion), test_setup_code, checks, self.timeout_s,
+                               self.memory_mb, self.limits, self._stats)
 
     def checks(self, test_list: list[str], test_setup_code: str = "") -> list[mbpp_judge.Check]:
         """A row's tests as resolved Checks, computed once per row: non-literal expected values
@@ -204,29 +220,27 @@ class MBPP:
         pending = [c for c in checks if c.expected_src is not None]
         if not pending:
             return checks
-        computed = iter(expected_in_clean_run(pending, setup, f"MBPP row with test {tests[0][:80]!r}",
-                                              "fix the row's expected expressions or raise task.timeout_s",
-                                              self.timeout_s, self.memory_mb, self.limits, self._clean_run_done))
+        computed = iter(code_runs.expected_in_clean_run(
+            pending, setup, f"MBPP row with test {tests[0][:80]!r}", self.timeout_s,
+            self.memory_mb, self.limits, self._stats))
         return [next(computed) if c.expected_src is not None else c for c in checks]
-
-    def _clean_run_done(self) -> None:
-        with self._lock:
-            self._stats["clean_runs"] += 1
 
     # ---- run info ----
     def judge_stats(self) -> dict:
         """Tests scored so far, by where they were judged: outside (value compared here) or
         inside (the assert ran in the sandbox, as in the original harness); clean sandbox runs
         made for expected values; completions scored 0 by a judge limit, by limit."""
-        with self._lock:
-            return {**self._stats, "over_limit": dict(self._stats["over_limit"])}
+        return self._stats.snapshot()
 
     def run_info(self) -> dict:
         """What a run record should keep: the sandbox layers active on this host, the judge
-        counts, the degenerate rows per split and `notes`, one line each for under a table."""
+        counts, the degenerate rows per split and why each is (`degenerate_answers`), and
+        `notes`, one line each for under a table."""
         survey = self.survey()
         return {"sandbox_layers": sandbox.layers(), "judge": self.judge_stats(),
-                "degenerate_rows": survey["degenerate"], "notes": _notes(survey)}
+                "degenerate_rows": survey["degenerate"],
+                "degenerate_answers": {str(k): v for k, v in survey["answers"].items()},
+                "notes": _notes(survey)}
 
     def check_trainable(self) -> None:
         """Raise TaskDataError when training would reward code in a sandbox weaker than designed
@@ -260,8 +274,10 @@ def _notes(survey: dict) -> list[str]:
     for split in ("test", "validation", "train"):
         ids, total = survey["degenerate"][split], len(survey["rows"][split])
         if ids:
-            notes.append(f"{len(ids)} of {total} {split} rows are degenerate (one value passes "
-                         f"every test; ids {', '.join(map(str, ids))}) and are {use[split]}")
+            shown = ", ".join(f"{i} ({_short(survey['answers'][i])})" for i in ids)
+            notes.append(f"{len(ids)} of {total} {split} rows are degenerate (a trivial answer "
+                         f"passes every test, or a test checks less than it shows): {shown}; "
+                         f"{use[split]}")
     inside = sum(survey["tests_inside"].values())
     if inside:
         notes.append(f"{inside} tests of this data have a shape the judge cannot split; they run "
@@ -269,40 +285,18 @@ def _notes(survey: dict) -> list[str]:
     return notes
 
 
-def check_sandbox_settings(timeout_s: float, memory_mb: int, judge_s: float) -> None:
-    """task.timeout_s, task.memory_mb and task.judge_s of a sandboxed code task (MBPP, HumanEval)."""
-    if not timeout_s > 0 or memory_mb < 64:
-        raise TaskDataError("task.timeout_s must be > 0 and task.memory_mb >= 64 (Python "
-                            "itself needs ~30 MiB of address space)")
-    if not judge_s > 0:
-        raise TaskDataError(f"task.judge_s={judge_s} must be > 0 (seconds of judging per "
-                            "completion, e.g. 2)")
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def expected_in_clean_run(pending: list, setup: str, what: str, fix: str, timeout_s: float, memory_mb: int,
-                          limits: mbpp_judge.Limits, on_run) -> list:
-    """The checks `pending` with their non-literal expected values computed in one clean sandbox run
-    (the row's setup, no candidate code) and judged as any value (MBPP and HumanEval); `on_run()` is
-    called after each sandbox run (the tasks count them)."""
-    imports = "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
-                      for m in mbpp_judge.modules_named(pending))
-    args = {"code": imports, "setup": setup, "setup_may_fail": True,
-            "items": [{"kind": "value", "src": c.expected_src} for c in pending]}
-    for _ in range(2):  # a second try before blaming the row: the host may just be busy
-        result = sandbox.run_runner(_runner_source(), args, timeout_s=timeout_s, memory_mb=memory_mb)
-        on_run()
-        if result.ok:
-            break
-    else:
-        why = "timed out" if result.timed_out else f"exit status {result.returncode}"
-        raise TaskDataError(f"{what}: its expected values could not be computed in a clean sandbox run ({why}); {fix}")
-    records = {r["i"]: r for r in result.records if isinstance(r.get("i"), int)}
-    return [mbpp_judge.resolve(c, records.get(i), limits) for i, c in enumerate(pending)]
-
-
-@functools.lru_cache(maxsize=1)
-def _runner_source() -> str:
-    return RUNNER.read_text(encoding="utf-8")
+def _message_test(tests: list[str]) -> str | None:
+    """The first test written `assert f(x) == a, b`, which checks only `a` (Python reads `b` as
+    the assert's message), described; None if there is none."""
+    for i, test in enumerate(tests):
+        tree = mbpp_judge._parse(test)  # _row made sure each test parses
+        if any(isinstance(n, ast.Assert) and n.msg is not None for n in tree.body):
+            return f"test {i} is `assert f(x) == a, b`: only a is checked"
+    return None
 
 
 def _row(raw: dict, path: Path, line: int) -> dict:
@@ -314,6 +308,15 @@ def _row(raw: dict, path: Path, line: int) -> dict:
         raise TaskDataError(f"{path}: line {line} is malformed ({str(raw)[:80]}); each row needs "
                             "an int `task_id`, a string `text`, a non-empty list of assertion "
                             "strings `test_list` and optionally a string `test_setup_code`")
+    for k, test in enumerate(raw["test_list"]):
+        where = f"{path}: line {line} (task_id {raw['task_id']}): test {k} {test[:60]!r}"
+        try:
+            tree = mbpp_judge._parse(test)
+        except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
+            raise TaskDataError(f"{where} is not valid Python ({type(e).__name__}: "
+                                f"{getattr(e, 'msg', e)}); fix the row's test_list") from None
+        if not tree.body:  # would run as an empty statement in the sandbox and always pass
+            raise TaskDataError(f"{where} is empty; give an assertion or drop it from test_list")
     return {"prompt": PROMPT.format(text=raw["text"], test=raw["test_list"][0]),
             "task_id": raw["task_id"], "text": raw["text"], "code": raw.get("code", ""),
             "test_list": raw["test_list"], "test_setup_code": raw.get("test_setup_code", "")}

@@ -2,8 +2,8 @@
 
 A candidate's value is rebuilt in the harness, so the judge bounds that work itself
 (tasks/mbpp_judge.Limits); a non-literal expected side (task 596's `sys.getsizeof(...)`) is
-computed in a clean sandbox run, never judged next to the candidate; rows that one constant passes
-are left out of every split.
+computed in a clean sandbox run, never judged next to the candidate; rows that a trivial answer
+passes (tasks/mbpp_trivial.py) are left out of every split.
 
     python -m pytest tests/test_mbpp_judge_limits.py -q
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks import mbpp_judge
+from tasks import mbpp_judge, mbpp_trivial
 from tasks.base import TaskDataError
 from tasks.mbpp import MBPP
 from tasks.mbpp_runner import MAX_DEPTH, MAX_INT_HEX_DIGITS, MAX_NODES, encode
@@ -23,7 +23,12 @@ from tasks.mbpp_runner import MAX_DEPTH, MAX_INT_HEX_DIGITS, MAX_NODES, encode
 HOSTILE = Path(__file__).parent / "hostile"
 DATA = Path(__file__).parents[1] / "tasks" / "data" / "mbpp" / "mbpp.jsonl"
 P = 2**61 - 1  # hash(k * P) == 0 for every plain int k
-DEGENERATE = {"test": [37, 203, 339], "validation": [], "train": [667, 674, 816, 899]}
+# one constant passes: test 37, 203, 339, train 667, 674, 816, 899; `assert f(x) == a, b`: 313, 362,
+# 436; the rest an argument, a fixed index or slice of one, or its negation
+DEGENERATE = {"test": [37, 45, 203, 225, 313, 339, 351, 362, 404, 418, 436, 443, 457, 487],
+              "validation": [582],
+              "train": [658, 667, 674, 698, 713, 744, 816, 847, 890, 899, 904, 951]}
+MESSAGE_TESTS = [313, 362, 436]
 
 
 @pytest.fixture(scope="module")
@@ -219,20 +224,93 @@ def test_expected_side_may_use_setup_names_and_falls_back_inside_without_them():
 def test_a_row_whose_expected_side_cannot_finish_is_a_data_error():
     # sum() over an endless iterator never ends and never allocates: the timeout decides (a growing list
     # raced the memory limit, and on an idle machine the MemoryError won: a value, not a timeout)
-    with pytest.raises(TaskDataError, match=r"clean sandbox run \(timed out\).*task.timeout_s"):
+    with pytest.raises(TaskDataError, match=r"clean sandbox run failed 2 times \(timed out\).*task.timeout_s"):
         MBPP(timeout_s=1).checks(["assert f(1) == sum(iter(int, 1))"])
+
+
+def test_an_expected_side_that_raises_is_a_data_error_not_an_inside_test():
+    """Before, it fell back to running the assert in the sandbox, where a forged result passes."""
+    with pytest.raises(TaskDataError, match=r"expected side .sum\(\[1, .a.\]\). cannot be "
+                                            r"computed \(TypeError: .*fix the row's test"):
+        MBPP().checks(["assert f(1) == sum([1, 'a'])"])
+    unsendable = MBPP().checks(["assert f(1) == decimal.Decimal('1.5')"])  # a value, just not plain
+    assert not unsendable[0].outside
+
+
+def test_a_shipped_row_whose_expected_side_raises_names_file_line_and_task(tmp_path):
+    path = tmp_path / "mbpp.jsonl"
+    rows = [{"task_id": 11, "text": "t", "test_list": ["assert f(1) == 1"]},
+            {"task_id": 12, "text": "t", "test_list": ["assert f(1) == 1 // 0"]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TaskDataError, match=r"mbpp\.jsonl: line 2 \(task_id 12\): .*"
+                                            r"ZeroDivisionError") as e:
+        MBPP(path=str(path)).load("test")
+    assert "\n" not in str(e.value)
 
 
 # ---- degenerate rows ----
 
 def test_degenerate_rows_are_found_on_the_shipped_data(task):
     assert task.survey()["degenerate"] == DEGENERATE
-    notes = task.run_info()["notes"]
-    assert any("3 of 500 test rows are degenerate" in n and "37, 203, 339" in n
-               and "excluded from the score" in n for n in notes)
-    assert any("4 of 374 train rows" in n and "excluded from training" in n for n in notes)
+    info = task.run_info()
+    assert info["degenerate_rows"] == DEGENERATE
+    answers = info["degenerate_answers"]
+    assert answers["45"] == "return a[0][0]" and answers["487"] == "return a[0][::-1]"
+    assert answers["904"] == "return not a[0]" and answers["203"] == "return 2"
+    assert all("only a is checked" in answers[str(i)] for i in MESSAGE_TESTS)
+    notes = info["notes"]
+    assert any(n.startswith("14 of 500 test rows are degenerate") and "487 (return a[0][::-1])" in n
+               and n.endswith("excluded from the score") for n in notes)
+    assert any(n.startswith("1 of 90 validation rows") and "582 (return not a[0])" in n for n in notes)
+    assert any(n.startswith("12 of 374 train rows") and n.endswith("excluded from training")
+               for n in notes)
     for split, ids in DEGENERATE.items():
         assert not set(ids) & set(task.load(split)["task_id"])
+
+
+def _trivial(row: dict, label: str) -> str:
+    """The trivial answer `label` ("return a[0][0]") as a completion for the row's function."""
+    call = next(n for n in ast.walk(ast.parse(row["test_list"][0])) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name) and n.func.id not in dir(__builtins__))
+    return f"```python\ndef {call.func.id}(*a, **k):\n    {label}\n```"
+
+
+def test_each_trivial_answer_found_scores_one_in_the_sandbox(task):
+    """What the harness-side check claims, run for real: every degenerate row (but the three whose
+    tests check less than they show) is passed by its trivial answer; the reference too."""
+    answers = task.run_info()["degenerate_answers"]
+    ids = [i for ids in DEGENERATE.values() for i in ids if i not in MESSAGE_TESTS]
+    rows = [_shipped(i) for i in ids]
+    completions = [_trivial(r, answers[str(r["task_id"])]) for r in rows]
+    assert task.reward(completions, test_list=[r["test_list"] for r in rows],
+                       test_setup_code=[r["test_setup_code"] for r in rows]) == [1.0] * len(rows)
+
+
+def test_tests_written_with_a_message_check_only_the_first_value(task):
+    """`assert neg_nos([-1,4,5,-6]) == -1,-6` passes for -1 alone and fails the negatives the test
+    shows, as the reference returns only the first: why 313, 362 and 436 are out, not fixed."""
+    row = _shipped(436)
+    shown = "```python\ndef neg_nos(l):\n    return tuple(x for x in l if x < 0)\n```"
+    assert task.reward([shown, f"```python\n{row['code']}\n```"],
+                       test_list=[row["test_list"]] * 2) == [0.0, 1.0]
+    assert "436" in task.run_info()["degenerate_answers"]
+
+
+@pytest.mark.parametrize("tests, answer", [
+    (["assert f(1, 2) == 1", "assert f(-5, -4) == -5"], "return a[0]"),
+    (["assert f([1, 2], 3) == 3", "assert f([], 4) == 4"], "return a[1]"),
+    (["assert f([3, 2]) == [2, 3]", "assert f('ab') == 'ba'"], "return a[0][::-1]"),
+    (["assert f([0, 5]) == False", "assert f([7]) == False", "assert f([]) == True"], "return not a[0]"),
+    (["assert f((1, 'x')) == 'x'", "assert f((2, 'y')) == 'y'"], "return a[0][1]"),
+    (["assert set(f([1, 2])) == {1, 2}", "assert set(f([3])) == {3}"], "return a[0]"),
+    (["assert f(1, 2) == 3", "assert f(2, 2) == 4"], None),
+    (["assert f([1, 2]) == [1, 2]", "assert f([3, 1]) == [1, 3]"], None),  # sorting: no fixed piece
+    (["assert f(data) == 3", "assert f([4]) == 4"], None),  # a setup name: only constants count
+    (["assert f(data) == 3", "assert f([4]) == 3"], "return 3"),
+])
+def test_trivial_answers_on_planned_checks(tests, answer):
+    checks = [mbpp_judge.plan(t, frozenset({"data"})) for t in tests]
+    assert mbpp_trivial.trivial_answer(checks) == answer
 
 
 def _constant(row: dict, checks) -> str:
@@ -249,8 +327,11 @@ def _constants_on(task, rows) -> list[float]:
 
 
 def test_a_constant_function_earns_nothing_on_training_data(task):
-    """On the degenerate rows the constant scores 1: left out of training, it earns nothing."""
-    excluded = [_shipped(i) for i in DEGENERATE["train"]]
+    """On the rows degenerate by a constant it scores 1: left out of training, it earns nothing."""
+    answers = task.run_info()["degenerate_answers"]
+    excluded = [_shipped(i) for i in DEGENERATE["train"]
+                if not answers[str(i)].startswith(("return a", "return not a"))]
+    assert [r["task_id"] for r in excluded] == [667, 674, 816, 899]
     assert _constants_on(task, excluded) == [1.0] * len(excluded)
     train = list(task.load("train"))
     assert _constants_on(task, train[::25]) == [0.0] * len(train[::25])
@@ -272,8 +353,9 @@ def test_degenerate_rows_of_a_user_file(tmp_path):
     path = tmp_path / "mbpp.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     task = MBPP(path=str(path))
-    assert task.survey()["degenerate"]["test"] == [11, 13, 14]
-    assert task.load("test")["task_id"] == [12, 15]
+    assert task.survey()["degenerate"]["test"] == [11, 12, 13, 14]
+    assert task.load("test")["task_id"] == [15]
     assert task.run_info()["notes"] == [
-        "3 of 5 test rows are degenerate (one value passes every test; ids 11, 13, 14) and are "
+        "4 of 5 test rows are degenerate (a trivial answer passes every test, or a test checks "
+        "less than it shows): 11 (return 2), 12 (return a[0]), 13 (return True), 14 (return 2); "
         "excluded from the score"]

@@ -56,7 +56,7 @@ def test_config_and_splits(task):
     assert isinstance(t, MBPP) and t.max_new_tokens > 0
     sizes = {s: task.load(s)["task_id"] for s in ("train", "validation", "test")}
     # 374, 90 and 500 rows less the degenerate ones (tests/test_mbpp_judge_limits.py)
-    assert [len(sizes[s]) for s in ("train", "validation", "test")] == [370, 90, 497]
+    assert [len(sizes[s]) for s in ("train", "validation", "test")] == [362, 89, 486]
     assert (min(sizes["test"]), max(sizes["test"])) == (11, 510)
     assert (min(sizes["validation"]), max(sizes["validation"])) == (511, 600)
     assert (min(sizes["train"]), max(sizes["train"])) == (601, 974)
