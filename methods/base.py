@@ -63,6 +63,7 @@ class ConfiguredMethod:
 
     name: ClassVar[str] = ""
     label_keys: ClassVar[tuple[str, ...]] = ()
+    label_flags: ClassVar[tuple[str, ...]] = ()  # settings the label names only where they differ from the default
     trains: ClassVar[bool] = True
     config_class: ClassVar[type | None] = None
 
@@ -79,7 +80,15 @@ class ConfiguredMethod:
     def label(self) -> str:
         """The table label: the name and the label_keys' values, e.g. "es sigma=0.001 alpha=0.0005"."""
         keys = " ".join(f"{k}={getattr(self.config, k):g}" for k in self.label_keys)
-        return f"{self.name} {keys}".strip()
+        return " ".join([f"{self.name} {keys}".strip(), *label_flags(self, vars(self.config) if self.config else {})])
+
+
+def label_flags(method, values) -> list[str]:
+    """"key=value" for each of the method's label_flags whose value is not its config's default."""
+    if not method.config_class:
+        return []
+    defaults = {f.name: f.default for f in dataclasses.fields(method.config_class)}
+    return [f"{k}={values[k]}" for k in getattr(method, "label_flags", ()) if k in values and values[k] != defaults[k]]
 
 
 class Base(ConfiguredMethod):

@@ -62,8 +62,8 @@ from harness.engines import plain_engine
 from harness.core.flops import generation_flops
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es_core import (CKPT, LOOSE, NORMALIZE, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
-                             es_update, members, noise, noise_seed, noise_spec, normalize, perturb, restore,
+from methods.es_core import (CKPT, FITNESS, LOOSE, NORMALIZE, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
+                             es_update, members, noise, noise_seed, noise_spec, normalize, perturb, placebo, restore,
                              update_terms, wants_population, zscore)
 from methods.es_numerics import NUMERICS
 from methods.es_lora import adapter_tensors, wrap_lora
@@ -103,6 +103,9 @@ class ESConfig:
     antithetic: bool = field(default=False, metadata={"help": "mirrored pairs: population/2 seeds, each +eps and -eps"})
     normalize: str = field(default="zscore", metadata={
         "help": "reward shaping: zscore (paper) | none | centered_ranks"})
+    fitness: str = field(default="real", metadata={
+        "help": "real: ES | placebo: rewards permuted across members each iteration (seeded) before "
+                "normalisation, the functional null (same seeds, walk and budget; no reward-direction link)"})
     peft: str | None = field(default=None, metadata={"help": "null: ES on the model's weights; lora: on LoRA adapters "
                                                     "(engine=hf only), merged into the model at the end"})
     lora: dict = field(default_factory=lambda: dict(VARIANT_DEFAULTS["lora"]), metadata={
@@ -154,6 +157,8 @@ class ESConfig:
             self.lora["target_modules"] = list(self.lora["target_modules"])
         if self.normalize not in NORMALIZE:
             raise VariantError(f"method.normalize={self.normalize!r} is unknown; use one of {', '.join(NORMALIZE)}")
+        if self.fitness not in FITNESS:
+            raise VariantError(f"method.fitness={self.fitness!r} is unknown; use one of {', '.join(FITNESS)}")
         if self.noise_rank is not None and self.noise_rank < 1:
             raise VariantError(f"method.noise_rank={self.noise_rank} must be >= 1, or null for full-rank noise")
         if self.antithetic and self.population % 2:
@@ -207,6 +212,7 @@ class ES(ConfiguredMethod):
 
     name = "es"
     label_keys = ("sigma", "alpha")
+    label_flags = ("fitness",)  # shown in the label only when not the default: "es sigma=... fitness=placebo"
     trains = True
     config_class = ESConfig
 
@@ -291,6 +297,7 @@ class ES(ConfiguredMethod):
         ledger.close()
         return {"steps": it, "resumed_from": start, "flops": ledger.flops, "samples": ledger.samples,
                 "wall_s": ledger.wall_s, "skipped_updates": skipped, "sigma": c.sigma, "alpha": c.alpha,
+                "fitness": c.fitness,
                 "last_reward_mean": last.reward_mean if last else None, "workers": k,
                 "engine": c.engine_name, "master_checksum": checksum, "numerics": numerics}
 
@@ -332,13 +339,15 @@ class ES(ConfiguredMethod):
                           f"scoring the members of iteration {it + 1}")
         scored = [m for part in parts for m in part]  # member order
         t_score = time.perf_counter() - a
-        rewards = [m["reward"] for m in scored]
+        rewards = [m["reward"] for m in scored]  # logged as scored: a permutation leaves their mean and spread
+        fitness = rewards if c.fitness == "real" else placebo(rewards, c.antithetic,
+                                                              random.Random(f"es-placebo-{c.seed}-{it}"))
         flops, executed = 0.0, 0.0
         for m in scored:  # summed in member order, whatever the number of workers
             flops += m["flops"]
             executed = None if executed is None or m["executed_flops"] is None else executed + m["executed_flops"]
         a = time.perf_counter()
-        z = normalize(rewards, c.normalize)
+        z = normalize(fitness, c.normalize)
         if z is None:  # every member scored the same: no signal, no update
             norms, sums = [0.0] * k, pool.call("checksum", [()] * k, "checking")
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import re
 import statistics
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine"
 # the variant settings' defaults: what a checkpoint written before they existed was trained with
 VARIANT_DEFAULTS = {"params": "all", "noise_rank": None, "antithetic": False, "normalize": "zscore",
                     "peft": None, "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"},
-                    "numerics": "exact", "noise_seeding": "iid"}
+                    "numerics": "exact", "noise_seeding": "iid", "fitness": "real"}
 NORMALIZE = ("zscore", "none", "centered_ranks")
+# method.fitness: real (ES) | placebo (the functional null: the same walk with the reward-direction link cut)
+FITNESS = ("real", "placebo")
 # how a member's seed becomes each tensor's torch seed (method.noise_seeding):
 #   iid                esbench: splitmix64 of (member seed, tensor index), an independent stream per tensor
 #   per_tensor_offset  the reference code's later version (--seed_shift): member seed + tensor index
@@ -276,6 +279,24 @@ def normalize(rewards: list[float], how: str = "zscore") -> list[float] | None:
     if how == "none":
         return None if max(rewards) == min(rewards) else list(rewards)
     raise VariantError(f"method.normalize={how!r} is unknown; use one of {', '.join(NORMALIZE)}")
+
+
+def placebo(rewards: list[float], antithetic: bool, rng: random.Random) -> list[float]:
+    """The placebo's fitness: the members' rewards permuted across members by `rng`.
+
+    The multiset of rewards is unchanged, so after normalisation the coefficients are the same
+    numbers as ES's (the same step norm, the same skipped iterations) but each lands on another
+    member's direction: the update is the random walk ES would take with no reward signal. A
+    mirrored pair (one seed at +eps and -eps, adjacent) moves as a unit, so the pair's difference
+    z(+) - z(-), the antithetic step along its shared direction, keeps its distribution.
+    """
+    if not antithetic:
+        order = list(range(len(rewards)))
+        rng.shuffle(order)
+        return [rewards[i] for i in order]
+    pairs = [rewards[i:i + 2] for i in range(0, len(rewards), 2)]
+    rng.shuffle(pairs)
+    return [r for pair in pairs for r in pair]
 
 
 def members(seeds: list[int], antithetic: bool) -> tuple[list[int], list[float]]:

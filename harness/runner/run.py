@@ -29,6 +29,7 @@ from harness.core import records
 from harness.core.records import Record, new_record
 from harness.core.paths import CONF_DIR
 from harness.core.steplog import EvalEvery, make_ledger
+from methods.base import label_flags
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -59,7 +60,7 @@ class Terminated(BaseException):
 def default_label(method, cfg: DictConfig) -> str:
     """"es sigma=0.01 alpha=0.005": the method's name and the hyperparameters it declares as label keys."""
     keys = [k for k in method.label_keys if k in cfg.method]
-    return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys)])
+    return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys), *label_flags(method, cfg.method)])
 
 
 def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
