@@ -24,7 +24,12 @@ class ESWorkerExtension(WorkerExtension):
 
     @torch.no_grad()
     def es_init(self, names: list[str], source: str) -> list:
-        """master = tensors `names` (HF order) read from `source`; then restore. Returns [device, dtype]."""
+        """master = tensors `names` (HF order) read from `source`; then restore. Returns [device, dtype].
+
+        The master (4 B/param) and the two buffers (fp32, the largest tensor each) are allocated here, after
+        vLLM took its budget (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory lets the KV cache
+        fill total x gpu_memory_utilization); the engine was given a share that leaves room for them and for
+        es_update's temporaries (harness/core/gpu_memory.py es_vllm_resident, passed by methods/es_workers.py)."""
         device = next(self._engine_model().parameters()).device
         self.es_names = list(names)
         self.es_master = read_tensors(source, names, device)

@@ -58,6 +58,21 @@ def policy_shell(spec: dict) -> Policy:
     return Policy(model.eval(), tok, spec["name_or_path"], spec["chat_template"], spec["system_prompt"], bos_prefix(tok))
 
 
+def engine_memory(engine: str, policy: Policy, spec: dict | None = None) -> tuple[dict | None, dict | None]:
+    """(resident, shared) bytes by part beside a worker's vLLM engine on a GPU (harness/engines/vllm.py
+    VLLMEngine; harness/core/gpu_memory.py es_vllm_plan prices the same parts): the worker's fp32 master,
+    its two buffers and the update's temporaries (methods/es_vllm.py), and, in an actor (`spec`), the
+    driver's HF copy when the driver holds it on the GPU (it shares the first one; every engine is sized
+    for that GPU). In process, shared None: the engine counts the policy's own weights where they are."""
+    if engine != "vllm":
+        return None, None
+    from harness.core.gpu_memory import driver_copy, es_vllm_resident, model_counts
+    resident = es_vllm_resident(model_counts(policy.model.config))
+    if spec is None:
+        return resident, None
+    return resident, driver_copy(policy.model.config, spec["dtype"]) if spec["device"] == "cuda" else {}
+
+
 class ESWorker:
     """One engine, its ES weights and the task's train rows: scores members and applies updates.
 
@@ -83,7 +98,8 @@ class ESWorker:
             policy = (load_policy(spec["name_or_path"], spec["dtype"], spec["chat_template"], spec["system_prompt"],
                                   "cuda" if torch.cuda.is_available() else "cpu")
                       if cfg.name == "hf" else policy_shell(spec))
-        self.engine = make_engine(policy, cfg, extension=EXTENSION)
+        resident, shared = engine_memory(cfg.name, policy, spec)
+        self.engine = make_engine(policy, cfg, extension=EXTENSION, resident=resident, shared=shared)
         self.weights = weights_for(self.engine, named, **(numerics or {}))
         self.task = task
         self.rows = task.load("train").to_dict()

@@ -59,6 +59,10 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
 - Per-step batch shape (prompts_per_step x num_generations) is a harness choice; the paper's group
   sizes 8 and 30 are both reachable through num_generations.
 - max_completion_length defaults to the task's max_new_tokens, the length used at evaluation.
+- engine=vllm (TRL's colocate mode): vLLM's context is the longest training prompt + max_completion_length,
+  and on a GPU its memory share is computed beside the trainer (`memory_plan`, harness/core/gpu_memory.py
+  grpo_vllm_plan: weights, gradients, AdamW, reference, estimated activations), not a fixed fraction; a
+  configuration that cannot fit fails before TRL starts vLLM, in one line with the bytes.
 - Gradient checkpointing, when enabled, recomputes forwards that are not charged (the cost model
   counts a training step as 3 x forward).
 - Llama-style tokenizers add BOS when TRL tokenises an already chat-formatted prompt, so such
@@ -80,7 +84,7 @@ from trl import GRPOConfig, GRPOTrainer
 from harness.core.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
 from harness.core.distributed import (DistributedError, barrier, check_fsdp, gather_lists, is_main_process,
-                                 trained_model, world_size)
+                                 trained_model, using_fsdp, world_size)
 from harness.core.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
                            scoring_flops)
 from harness.core.policy import Policy
@@ -290,7 +294,11 @@ class GRPO(ConfiguredMethod):
         _warn_double_bos(tok, prompts[0])
         recorder = _TokenRecorder(tok)
         reward = recorder.wrap(task.reward, name=task.name)
-        args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens)
+        lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
+        # vLLM's context: the longest prompt as TRL tokenises it (TRL 1.12 truncates no prompt) + the completion
+        longest = max(len(ids) for ids in tok(text=prompts)["input_ids"]) if self._on_vllm else 0
+        args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens, longest,
+                              lora_params)
         # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
         # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
@@ -298,7 +306,6 @@ class GRPO(ConfiguredMethod):
         peft_config = lora_config(cfg.lora, model) if cfg.peft else None
         if cfg.peft:  # TRL draws the adapters' init before it seeds anything: seed it here, so LoRA runs repeat
             set_seed(cfg.seed)
-        lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
         one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
                     else self._min_step_flops(model.config, tok, prompts, old_logprobs, lora_params))
         ledger.check_step_fits(one_step, "GRPO")
@@ -348,7 +355,27 @@ class GRPO(ConfiguredMethod):
                 "world_size": world_size(),
                 "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
 
-    def _trl_args(self, policy: Policy, ledger: Ledger, run_dir: Path, max_completion_length: int) -> GRPOConfig:
+    @property
+    def _on_vllm(self) -> bool:
+        return (self.config.engine or {}).get("name", "hf") == "vllm"
+
+    def memory_plan(self, shape: PretrainedConfig, dtype: str, total: int, longest_prompt: int,
+                    max_completion_length: int, lora_params: int = 0):
+        """The colocated vLLM engine's share of one GPU beside this trainer (harness/core/gpu_memory.py
+        grpo_vllm_plan, the function the planner prices GRPO on engine=vllm with): the per-device
+        micro-batch, TRL's steps_per_generation (= gradient_accumulation_steps, GRPOConfig's default),
+        FSDP shards when launched with conf/accelerate/fsdp.yaml."""
+        from harness.core.gpu_memory import grpo_vllm_plan
+        cfg = self.config
+        per_device = cfg.prompts_per_step * cfg.num_generations // (cfg.gradient_accumulation_steps * world_size())
+        return grpo_vllm_plan(shape, dtype, total, cfg.engine, sequences=per_device,
+                              steps_per_generation=cfg.gradient_accumulation_steps, prompt_tokens=longest_prompt,
+                              completion_tokens=max_completion_length, beta=cfg.beta, lora_params=lora_params,
+                              checkpointing=cfg.gradient_checkpointing,
+                              fsdp_shards=world_size() if using_fsdp() else 0)
+
+    def _trl_args(self, policy: Policy, ledger: Ledger, run_dir: Path, max_completion_length: int,
+                  longest_prompt: int = 0, lora_params: int = 0) -> GRPOConfig:
         cfg = self.config
         on_cpu = policy.model.device.type == "cpu"
         batch = cfg.prompts_per_step * cfg.num_generations  # the global batch, split over the ranks
@@ -363,6 +390,17 @@ class GRPO(ConfiguredMethod):
         # that model_init_kwargs is ignored when the model is already built: it is used for the reference).
         dtype = str(policy.model.dtype).removeprefix("torch.")
         ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta and dtype != "float32" else {}
+        vllm = {}
+        if self._on_vllm:  # the engine's context and, on a GPU, its share beside this trainer
+            from harness.engines import device_memory
+            plan = (self.memory_plan(policy.model.config, dtype, device_memory()[0], longest_prompt,
+                                     max_completion_length, lora_params) if not on_cpu else None)
+            vllm = trl_vllm_kwargs(cfg.engine, max_model_len=longest_prompt + max_completion_length, plan=plan)
+            if plan is not None:
+                log.info("GRPO: colocated vLLM gets gpu_memory_utilization %.4f (%s)", plan.utilization,
+                         ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in plan.parts().items()))
+                if plan.warning():
+                    log.warning(plan.warning())
         return GRPOConfig(
             # save_strategy "no": LedgerCallback asks for each checkpoint (every checkpoint_every ledger steps)
             output_dir=str(run_dir / "trl"), report_to=report_to(ledger), save_strategy="no", logging_steps=1,
@@ -375,7 +413,7 @@ class GRPO(ConfiguredMethod):
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
             num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **ref_kwargs,
-            **trl_vllm_kwargs(cfg.engine, max_model_len=None),
+            **vllm,
         )
 
     def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool,

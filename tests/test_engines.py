@@ -210,3 +210,88 @@ def test_grpo_on_vllm_colocate_keeps_the_token_cross_check(tmp_path, monkeypatch
     assert built and out["steps"] == 2 and ledger.steps == 2
     rows = [s.extras for s in ledger.history]
     assert all(len(r["completion_tokens"]) == 8 and max(r["completion_tokens"]) <= 8 for r in rows)
+
+
+# ---- memory shares and the GRPO engine's settings: CPU-only (vLLM itself is not needed) ----
+@pytest.fixture
+def no_vllm_needed(monkeypatch):
+    """trl_vllm_kwargs without vLLM installed: the availability check and the CPU linear patch stubbed, and the
+    CPU environment it sets restored afterwards."""
+    import harness.engines as engines
+    import harness.engines.vllm_worker as worker
+    from harness.engines.vllm import CPU_ENV
+    monkeypatch.setattr(engines, "vllm_available", lambda: None)
+    monkeypatch.setattr(worker, "patch_cpu_linear", lambda: None)
+    for k in [*CPU_ENV, "VLLM_CPU_KVCACHE_SPACE"]:
+        monkeypatch.delenv(k, raising=False)
+
+
+def test_trl_colocate_gets_the_plans_share_and_a_context_length(no_vllm_needed, monkeypatch):
+    """On a GPU TRL's vllm_gpu_memory_utilization is the plan's share beside the trainer (not the engine's 0.85);
+    a plan that cannot fit fails in one line before TRL builds vllm.LLM; vllm_max_model_length is passed."""
+    from harness.core import gpu_memory as gm
+    from harness.core.model_shapes import load_shape
+    from harness.engines import trl_vllm_kwargs
+    shape = load_shape("Qwen/Qwen2.5-1.5B-Instruct")
+    plan = gm.grpo_vllm_plan(shape, "bfloat16", 80_000_000_000, {"name": "vllm"}, sequences=64, steps_per_generation=1,
+                             prompt_tokens=150, completion_tokens=16, beta=1e-3)
+    assert plan.fits and plan.utilization < 0.5
+    cpu = trl_vllm_kwargs({"name": "vllm"}, max_model_len=166, plan=plan)  # no GPU: the configured cap
+    assert cpu["vllm_gpu_memory_utilization"] == 0.85 and cpu["vllm_max_model_length"] == 166
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    gpu = trl_vllm_kwargs({"name": "vllm"}, max_model_len=166, plan=plan)
+    assert gpu["vllm_gpu_memory_utilization"] == plan.utilization and not gpu["vllm_enable_sleep_mode"]
+    big = gm.grpo_vllm_plan(shape, "bfloat16", 80_000_000_000, {"name": "vllm"}, sequences=64, steps_per_generation=1,
+                            prompt_tokens=150, completion_tokens=1024, beta=1e-3)
+    with pytest.raises(EngineError, match=r"does not fit one GPU: it needs [\d,]+ bytes .*gradient_accumulation") as e:
+        trl_vllm_kwargs({"name": "vllm"}, max_model_len=1174, plan=big)
+    assert "\n" not in str(e.value)
+
+
+def test_grpo_gives_vllm_the_prompt_plus_completion_context(no_vllm_needed, tmp_path):
+    """Without vllm_max_model_length vLLM takes the model's own context (131,072 for Llama-3.1) and needs a KV
+    cache for one sequence that long: GRPO passes the longest prompt + max_completion_length."""
+    from harness.core.budget import Ledger
+    from methods.grpo import GRPO
+    policy = load_policy(MODEL, "float32", device="cpu")
+    method = GRPO(prompts_per_step=2, num_generations=4, engine={"name": "vllm"})
+    args = method._trl_args(policy, Ledger(limit=1e18), tmp_path, 16, longest_prompt=40)
+    assert args.use_vllm and args.vllm_max_model_length == 56
+    pinned = GRPO(prompts_per_step=2, num_generations=4, engine={"name": "vllm", "max_model_len": 512})
+    assert pinned._trl_args(policy, Ledger(limit=1e18), tmp_path, 16, longest_prompt=40).vllm_max_model_length == 512
+
+
+def test_an_fsdp_trained_model_comes_back_in_its_loaded_dtype(monkeypatch):
+    """accelerate upcasts bf16 parameters to fp32 under FSDP mixed precision; the gathered model is cast back to the
+    dtype it was loaded in, so evaluation's vLLM engine (dtype = the policy's) does not run fp32."""
+    from accelerate import Accelerator
+
+    from harness.core import distributed
+    model = load_policy("zoo-100k", "bfloat16", device="cpu").model
+    model.float()  # what the FSDP upcast leaves
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    whole = distributed.trained_model(Accelerator(cpu=True), model)
+    assert whole is not model and whole.dtype == torch.bfloat16
+
+
+def test_an_engine_that_finds_too_little_free_memory_says_so_in_one_line(monkeypatch):
+    """Where the process already uses CUDA the engine also checks what is free now (a second model copy, another
+    process): vLLM's budget plus what its process allocates later must be free, else one line with the bytes."""
+    import types
+
+    import harness.engines.base as base
+    from harness.core.model_shapes import load_shape
+    from harness.engines.vllm import VLLMEngine
+    from methods.es_workers import engine_memory
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(load_shape("Qwen/Qwen2.5-7B-Instruct"), dtype=torch.bfloat16)
+    policy = types.SimpleNamespace(model=model)
+    resident, shared = engine_memory("vllm", policy, {"dtype": "bfloat16", "device": "cuda"})
+    cfg = EngineConfig(name="vllm")
+    monkeypatch.setattr(base, "device_memory", lambda: (80_000_000_000, 70_000_000_000))
+    assert VLLMEngine._plan(policy, cfg, resident, shared).fits  # 23.4 GB + 40.3 GB beside it: 63.7 < 70 free
+    monkeypatch.setattr(base, "device_memory", lambda: (80_000_000_000, 50_000_000_000))
+    with pytest.raises(EngineError, match=r"needs [\d,]+ bytes free on the device now .* only 50,000,000,000") as e:
+        VLLMEngine._plan(policy, cfg, resident, shared)
+    assert "\n" not in str(e.value)

@@ -2,6 +2,8 @@
 
 Run: python -m pytest tests/test_plan.py -q
 """
+import math
+
 import pytest
 from omegaconf import OmegaConf
 from transformers import Qwen2Config
@@ -21,8 +23,8 @@ def tiny():
 def test_memory_by_hand():
     cfg = tiny()
     # layers 4 x (attention 49152 + MLP 135168) = 737280; embedding = head 12800 (tied, once);
-    # RMSNorm: 2 per layer + final = 9 x 128 = 1152
-    P = 737280 + 12800 + 1152
+    # RMSNorm: 2 per layer + final = 9 x 128 = 1152; Qwen2's q/k/v biases: 4 x (128 + 64 + 64) = 1024
+    P = 737280 + 12800 + 1152 + 1024
     assert param_count(cfg) == P
     kv = 2 * 4 * 2 * 32 * 2 * 64 * 100  # K and V x layers x kv heads x head dim x bf16 x sequences x tokens
     assert kv_cache_bytes(cfg, 64, 100) == kv
@@ -32,7 +34,12 @@ def test_memory_by_hand():
     grpo.beta = 0.0
     assert "reference" not in method_memory(grpo, cfg, tokens=100, eval_batch=1)
     es = OmegaConf.create({"_target_": "methods.es.ES", "generation_batch_size": 64})
-    assert sum(method_memory(es, cfg, tokens=100, eval_batch=1).values()) == 2 * P + kv
+    # bf16 weights + the fp32 master + one fp32 noise buffer of the largest tensor (the MLP's 128 x 352 = 45056)
+    # + the larger of the update's two fp32 temporaries and the checksum's three int64 chunks (here the chunk)
+    largest = 128 * 352
+    es_mem = method_memory(es, cfg, tokens=100, eval_batch=1)
+    assert es_mem == {"weights": 2 * P, "es_master": 4 * P, "es_buffers": 4 * largest, "es_transient": 24 * largest,
+                      "kv_cache": kv}
     ppo = OmegaConf.create({"_target_": "methods.ppo.PPO", "rollout_batch_size": 64})
     value = 16 * (P - 12800 + 128)  # the value model: no vocab head, a 1-output head
     assert sum(method_memory(ppo, cfg, tokens=100, eval_batch=1).values()) == 16 * P + 2 * P + value + kv
@@ -82,3 +89,91 @@ def test_budget_resolver_prices_the_protocol():
                             "budget": {"flops": "${esbench.generation_budget:${model.name_or_path},24000,11,16}"}})
     import harness  # noqa: F401  (registers the resolver)
     assert cfg.budget.flops == 24000 * generation_flops(load_shape("zoo-1m"), [11], [16])
+
+
+# ---- engine=vllm: the planner's per-GPU memory is what the code requests (harness/core/gpu_memory.py) ----
+SHAPES = {"1.5b": "Qwen/Qwen2.5-1.5B-Instruct", "7b": "Qwen/Qwen2.5-7B-Instruct", "8b": "meta-llama/Llama-3.1-8B-Instruct"}
+H100 = 80_000_000_000  # the planner's H100 (plan.gpu=h100: 80 GB)
+
+
+def vllm_engine_conf() -> dict:
+    import yaml
+
+    from harness.core.paths import CONF_DIR
+    return yaml.safe_load((CONF_DIR / "engine" / "vllm.yaml").read_text())
+
+
+def meta_policy(shape):
+    """A Policy-like object with the shape's model on the meta device (what an ES actor's policy_shell holds)."""
+    import types
+
+    import torch
+    from transformers import AutoModelForCausalLM
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(shape, dtype=torch.bfloat16)
+    return types.SimpleNamespace(model=model)
+
+
+# per model: (gpu_memory_utilization, vLLM's bytes, the ES master's bytes) of ES on one 80 GB GPU, engine=vllm
+ES_EXPECTED = {"1.5b": (0.8107, 64_856_000_000, 6_174_857_216), "7b": (0.2929, 23_432_000_000, 30_462_466_048),
+               "8b": (0.2658, 21_264_000_000, 32_121_044_992)}
+
+
+@pytest.mark.parametrize("size", ["1.5b", "7b", "8b"])
+def test_es_on_vllm_planner_equals_what_the_worker_requests(size, monkeypatch):
+    """The ES worker's engine (methods/es_workers.py engine_memory -> harness/engines/vllm.py VLLMEngine._plan)
+    and the planner (pricing.memory_plan) give the same share and the same bytes per part."""
+    import harness.engines.base as base
+    from harness.engines import EngineConfig
+    from harness.engines.vllm import VLLMEngine
+    from harness.runner.pricing import memory_plan
+    from methods.es_workers import engine_memory
+
+    shape, engine = load_shape(SHAPES[size]), vllm_engine_conf()
+    es = OmegaConf.create({"_target_": "methods.es.ES", "generation_batch_size": 200})
+    planned, gpus, _ = memory_plan(es, shape, 150 + 1024, 64, dtype="bfloat16", engine=engine, gpu_gb=80.0)
+    policy = meta_policy(shape)
+    resident, shared = engine_memory("vllm", policy, {"dtype": "bfloat16", "device": "cuda"})  # a Ray actor's
+    monkeypatch.setattr(base, "device_memory", lambda: (H100, None))  # an 80 GB device, CUDA not initialised
+    cfg = EngineConfig(**{k: v for k, v in engine.items()})
+    plan = VLLMEngine._plan(policy, cfg, resident, shared)
+    assert {k: float(v) for k, v in plan.parts().items()} == planned and gpus == 1
+    share, vllm_bytes, master = ES_EXPECTED[size]
+    P = param_count(shape)
+    assert plan.utilization == share and plan.engine_bytes == vllm_bytes == planned["vllm"]
+    assert planned["es_master"] == 4 * P == master and planned["driver_model"] == 2 * P
+    # K engines share one GPU: 1.5B fits two, 7B and 8B fail in one line with the bytes
+    two = {**engine, "engines_per_gpu": 2}
+    planned2, gpus2, note = memory_plan(es, shape, 1174, 64, dtype="bfloat16", engine=two, gpu_gb=80.0)
+    if size == "1.5b":
+        assert gpus2 == 1 and planned2["vllm"] == 2 * math.ceil(H100 * 0.3367)
+    else:
+        assert gpus2 == 0 and "does not fit one GPU: it needs" in note and "\n" not in note
+        with pytest.raises(base.EngineError, match=r"needs [\d,]+ bytes .* the device has 80,000,000,000 .*pinned"):
+            VLLMEngine._plan(policy, EngineConfig(**two), resident, shared)
+
+
+@pytest.mark.parametrize("size,gpus", [("1.5b", 1), ("7b", 4), ("8b", 4)])
+def test_grpo_on_vllm_planner_equals_what_the_trainer_requests(size, gpus, monkeypatch):
+    """GRPO's colocated engine (methods/grpo.py GRPO.memory_plan, on the planner's GPU count: FSDP beyond one)
+    and the planner give the same share and bytes; a 7B trainer does not fit one GPU with its engine."""
+    from harness.runner.pricing import memory_plan
+    from methods.grpo import GRPO
+
+    shape, engine = load_shape(SHAPES[size]), vllm_engine_conf()
+    grpo = OmegaConf.create({"_target_": "methods.grpo.GRPO", "beta": 1e-3, "prompts_per_step": 8,
+                             "num_generations": 8, "gradient_accumulation_steps": 1, "gradient_checkpointing": False})
+    planned, n, _ = memory_plan(grpo, shape, 150 + 16, 64, dtype="bfloat16", engine=engine, gpu_gb=80.0)
+    assert n == gpus
+    if gpus > 1:  # the code under conf/accelerate/fsdp.yaml on that many GPUs
+        monkeypatch.setenv("WORLD_SIZE", str(gpus))
+        monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    method = GRPO(beta=1e-3, prompts_per_step=8, num_generations=8, engine=engine)
+    plan = method.memory_plan(shape, "bfloat16", H100, longest_prompt=150, max_completion_length=16)
+    assert plan.fits and {k: float(v) for k, v in plan.parts().items()} == planned
+    P = param_count(shape)
+    if gpus == 1:  # bf16 weights, gradients and AdamW states (8 B/param), a bf16 reference
+        assert planned["weights"] == planned["grads"] == planned["reference"] == 2 * P and planned["adamw"] == 4 * P
+    else:  # FSDP upcasts to fp32 and shards: 16 B/param over the GPUs
+        assert planned["weights"] + planned["grads"] + planned["adamw"] == pytest.approx(16 * P / gpus, abs=4)
+    assert sum(planned.values()) <= H100 and 0 < plan.utilization < 0.85

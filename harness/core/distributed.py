@@ -180,7 +180,13 @@ def trained_model(accelerator, prepared, part: str | None = None):
     state = accelerator.get_state_dict(prepared)  # full weights on rank 0's CPU, nothing elsewhere
     if not is_main_process():
         return module
-    return full_model_from_state(module.config, state, part).to(accelerator.device)  # rank 0 evaluates on its GPU
+    # rank 0 evaluates on its GPU, in the dtype the model was loaded in: under mixed precision accelerate upcasts
+    # bf16/fp16 parameters to fp32 before sharding (accelerate/utils/fsdp_utils.py fsdp2_prepare_model; FSDP1:
+    # accelerate/accelerator.py Accelerator.prepare_model), so the gathered state is fp32 and vLLM would evaluate
+    # in fp32; config.dtype keeps the loaded dtype
+    loaded = getattr(module.config, "dtype", None)  # a torch.dtype, or its name in a config read from JSON
+    loaded = getattr(torch, str(loaded).removeprefix("torch."), None) if loaded is not None else None
+    return full_model_from_state(module.config, state, part).to(accelerator.device, loaded)
 
 
 def full_model_from_state(config, state: dict, part: str | None = None):

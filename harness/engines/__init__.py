@@ -8,11 +8,11 @@ The interface is harness/engines/base.py; tests: python -m pytest tests/test_eng
 """
 from __future__ import annotations
 
-from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError
+from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, check_plan, device_memory
 from harness.core.policy import Policy
 
-__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "make_engine", "plain_engine", "trl_vllm_kwargs",
-           "vllm_available"]
+__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "check_plan", "device_memory", "make_engine",
+           "plain_engine", "trl_vllm_kwargs", "vllm_available"]
 
 
 def plain_engine(engine) -> dict:
@@ -36,11 +36,13 @@ def vllm_available() -> str | None:
 
 
 def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, extension: str | None = None,
-                **kwargs) -> Engine:
+                resident: dict | None = None, shared: dict | None = None, **kwargs) -> Engine:
     """Build the configured engine around `policy` (its weights, tokenizer and prompt format).
 
     `extension`: for vLLM, a subclass of harness.engines.vllm_worker.WorkerExtension ("module.Class")
-    mixed into the engine's worker, for a method that writes weights of its own (ES)."""
+    mixed into the engine's worker, for a method that writes weights of its own (ES). `resident` and
+    `shared` (vLLM on a GPU): bytes by part kept on the device beside the engine, by its own process and
+    once per device (harness/engines/vllm.py VLLMEngine); they size its memory share."""
     if cfg is None or isinstance(cfg, dict):
         cfg = EngineConfig(**{**(cfg or {}), **kwargs})
     if cfg.name == "hf":
@@ -50,16 +52,25 @@ def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, extensio
     if reason:
         raise EngineError(reason)
     from harness.engines.vllm import VLLMEngine
-    return VLLMEngine(policy, cfg, extension=extension)
+    return VLLMEngine(policy, cfg, extension=extension, resident=resident, shared=shared)
 
 
-def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None = None) -> dict:
+def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None = None, plan=None) -> dict:
     """GRPOConfig keyword arguments for `engine=vllm` (TRL generates with a colocated vLLM); {} for hf.
 
     On CPU this also prepares the process as harness/engines/vllm.py does (editable linear weights, so
     TRL's per-step weight sync reaches the matmuls; no thread pinning; in-process engine; 1 GiB KV cache).
     TRL's colocate mode then builds `vllm.LLM(model=model.name_or_path, ...)` itself and pushes the
     policy's weights with `load_weights` before every generation, resetting the prefix cache.
+
+    `max_model_len`: vLLM's context (TRL's vllm_max_model_length; engine.max_model_len wins when set).
+    Without it vLLM takes the model's own (131,072 for Llama-3.1) and refuses to start unless its KV
+    cache holds one sequence that long (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory).
+    `plan` (harness/core/gpu_memory.py grpo_vllm_plan): on a GPU the engine gets the plan's share beside
+    the trainer, which TRL passes to vllm.LLM unchanged (trl/generation/vllm_generation.py
+    VLLMGeneration._init_vllm: gpu_memory_utilization=self.gpu_memory_utilization); a plan that cannot fit
+    raises EngineError in one line. Without a plan (or on CPU) it gets engine.gpu_memory_utilization.
+    Sleep mode stays off (TRL's default): the share already leaves the trainer its memory.
     """
     if cfg is None or isinstance(cfg, dict):
         cfg = EngineConfig(**(cfg or {}))
@@ -78,8 +89,12 @@ def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None =
         for k, v in {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(max(1, int(cfg.cpu_kvcache_gb)))}.items():
             os.environ.setdefault(k, v)
     patch_cpu_linear()
+    share = cfg.gpu_memory_utilization
+    if plan is not None and torch.cuda.is_available():
+        check_plan(plan)
+        share = plan.utilization
     out = {"use_vllm": True, "vllm_mode": "colocate", "vllm_enable_sleep_mode": False,
-           "vllm_gpu_memory_utilization": cfg.gpu_memory_utilization / cfg.engines_per_gpu}
+           "vllm_gpu_memory_utilization": share}
     if cfg.max_model_len or max_model_len:
         out["vllm_max_model_length"] = cfg.max_model_len or max_model_len
     return out

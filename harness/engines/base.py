@@ -33,7 +33,10 @@ class EngineConfig:
     Args:
         name: "hf" (transformers generate, the default) or "vllm".
         max_model_len: vLLM context length; None = min(model's max_position_embeddings, 4096).
-        gpu_memory_utilization: vLLM's share of one GPU's memory, divided by engines_per_gpu.
+        gpu_memory_utilization: the most all vLLM engines on one GPU may take (each gets at most this /
+            engines_per_gpu); each gets less when the device must also hold what its process keeps beside
+            the engine (ES's fp32 master, a colocated GRPO trainer, the driver's model): the share is
+            computed by harness/core/gpu_memory.py, and a configuration that cannot fit fails at load.
         engines_per_gpu: vLLM engines (ES workers) sharing one GPU (1, 2 or 4).
         enforce_eager: vLLM without CUDA graphs / compilation; None = True on CPU, False on GPU.
         cpu_kvcache_gb: KV-cache size of a CPU vLLM engine (VLLM_CPU_KVCACHE_SPACE).
@@ -63,6 +66,32 @@ class EngineConfig:
             raise EngineError(f"engine.workers={self.workers} must be an int >= 1")
         if self.engines_per_gpu not in (1, 2, 4):
             raise EngineError(f"engine.engines_per_gpu={self.engines_per_gpu} must be 1, 2 or 4")
+
+
+def device_memory() -> tuple[int, int | None]:
+    """(total, free) bytes of this process's CUDA device. The total is the one vLLM sizes itself from
+    (vllm/utils/mem_utils.py MemorySnapshot.measure: torch.cuda.mem_get_info()[1]). Free is None when this
+    process has not initialised CUDA: reading it would create a CUDA context outside every budget, so only
+    the total is read then (cudaGetDeviceProperties, no context)."""
+    if torch.cuda.is_initialized():
+        free, total = torch.cuda.mem_get_info()
+        return int(total), int(free)
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory), None
+
+
+def check_plan(plan, free: int | None = None, not_yet: int = 0) -> None:
+    """Raise the plan's one-line EngineError when it cannot fit; with `free` (bytes free on the device now),
+    also when the engine's budget plus `not_yet` (bytes its process will allocate later) exceed it."""
+    if not plan.fits:
+        raise EngineError(plan.error())
+    need = plan.engine_bytes + not_yet
+    if free is not None and need > free:
+        gib = 2**30
+        raise EngineError(f"{plan.what}: the engine needs {need:,} bytes free on the device now ({need / gib:.1f} "
+                          f"GiB: vLLM's budget {plan.engine_bytes / gib:.1f} + {not_yet / gib:.1f} allocated beside it "
+                          f"later) but only {free:,} ({free / gib:.1f} GiB of {plan.total / gib:.1f}) are free: "
+                          "something else holds the rest (another process, a second model copy such as "
+                          "eval.kl_to_base's reference); free it or lower engine.gpu_memory_utilization")
 
 
 class Engine(ABC):

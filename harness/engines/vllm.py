@@ -9,6 +9,10 @@
   operations with a subclass, methods/es_vllm.py): the driver sends names, scalars and file paths,
   never weights, through `rpc`. Prefix caching is off by default; when on, whoever changes weights
   calls `weights_changed()`, which resets the cache (a stale cache gives the old weights' KV).
+- Memory (GPU): the engine's gpu_memory_utilization is computed from what else the device holds (the
+  policy's own weights, what the caller's process keeps beside the engine: `resident`, `shared`) by
+  harness/core/gpu_memory.py, the function the planner prices runs with; a plan that cannot fit raises
+  EngineError in one line before vLLM starts.
 - Greedy outputs match HF token for token on the zoo models (fp32). Sampling uses vLLM's per-request
   seeded generators, so samples are reproducible but not the same draws as HF's.
 """
@@ -65,7 +69,12 @@ class VLLMEngine(Engine):
     name = "vllm"
 
     def __init__(self, policy: Policy, cfg: EngineConfig, model_dir: str | None = None,
-                 extension: str | None = None):
+                 extension: str | None = None, resident: dict | None = None, shared: dict | None = None):
+        """`resident`: bytes by part that this engine's process keeps on the device beside vLLM (ES's master,
+        harness/core/gpu_memory.py es_vllm_resident); `shared`: bytes kept once on the device outside every
+        engine (None: the policy's own weights when they are on the GPU, and their process). Both size the
+        engine's gpu_memory_utilization (harness/core/gpu_memory.py plan_for_engine); a plan that cannot fit
+        raises EngineError in one line before vLLM starts."""
         from harness.engines.vllm_worker import local_model_dir, patch_cpu_linear
         self.policy, self.cfg = policy, cfg
         self.names = [n for n, _ in policy.model.named_parameters()]
@@ -84,8 +93,10 @@ class VLLMEngine(Engine):
                       enforce_eager=(not gpu) if cfg.enforce_eager is None else cfg.enforce_eager,
                       enable_prefix_caching=cfg.prefix_caching, worker_extension_cls=worker_extension(extension),
                       max_num_seqs=cfg.max_num_seqs, generation_config="vllm", seed=0)
+        self.plan = None
         if gpu:
-            kwargs["gpu_memory_utilization"] = cfg.gpu_memory_utilization / cfg.engines_per_gpu
+            self.plan = self._plan(policy, cfg, resident, shared)
+            kwargs["gpu_memory_utilization"] = self.plan.utilization
         else:
             kwargs["kv_cache_memory_bytes"] = int(cfg.cpu_kvcache_gb * 2**30)
         kwargs.update(cfg.extra or {})
@@ -97,6 +108,32 @@ class VLLMEngine(Engine):
             self.llm = LLM(**kwargs)
         finally:
             torch.set_num_threads = set_threads
+
+    @staticmethod
+    def _plan(policy: Policy, cfg: EngineConfig, resident: dict | None, shared: dict | None):
+        """The engine's share of the device (harness/core/gpu_memory.py), checked against what is free now."""
+        import dataclasses
+        import gc
+
+        from harness.core import gpu_memory as gm
+        from harness.engines.base import check_plan, device_memory
+        dtype = str(policy.model.dtype).removeprefix("torch.")
+        if shared is None:  # an in-process engine beside the policy's own weights (ES workers=1, evaluation)
+            on_gpu = next(policy.model.parameters()).device.type == "cuda"
+            shared = gm.driver_copy(policy.model.config, dtype) if on_gpu else {}
+        if torch.cuda.is_initialized():  # cached blocks of this process (a finished trainer) are free memory
+            gc.collect()
+            torch.cuda.empty_cache()
+        total, free = device_memory()
+        plan = gm.plan_for_engine(policy.model.config, dtype, total, dataclasses.asdict(cfg), per_engine=resident,
+                                  per_gpu=shared)
+        # vLLM's engine core runs in a process of its own unless VLLM_ENABLE_V1_MULTIPROCESSING=0: its context too
+        own_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0"
+        check_plan(plan, free, sum((resident or {}).values()) + (gm.PROCESS_RESERVE if own_process else 0))
+        parts = ", ".join(f"{k} {v / gm.GiB:.1f} GiB" for k, v in plan.parts().items())
+        logging.getLogger(__name__).info("vLLM engine: gpu_memory_utilization %.4f of %.1f GiB (%s)",
+                                         plan.utilization, total / gm.GiB, parts)
+        return plan
 
     # ---- generation ----
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
