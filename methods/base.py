@@ -37,6 +37,7 @@ from tasks.base import Task
 class Method(Protocol):
     name: ClassVar[str]
     label_keys: ClassVar[tuple[str, ...]]
+    label_flags: ClassVar[dict[str, object]]  # setting -> default: the label names it when it differs
     trains: ClassVar[bool]
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict: ...
@@ -63,7 +64,7 @@ class ConfiguredMethod:
 
     name: ClassVar[str] = ""
     label_keys: ClassVar[tuple[str, ...]] = ()
-    label_flags: ClassVar[tuple[str, ...]] = ()  # settings the label names only where they differ from the default
+    label_flags: ClassVar[dict[str, object]] = {}  # setting -> default; named in the label when it differs
     trains: ClassVar[bool] = True
     config_class: ClassVar[type | None] = None
 
@@ -80,15 +81,12 @@ class ConfiguredMethod:
     def label(self) -> str:
         """The table label: the name and the label_keys' values, e.g. "es sigma=0.001 alpha=0.0005"."""
         keys = " ".join(f"{k}={getattr(self.config, k):g}" for k in self.label_keys)
-        return " ".join([f"{self.name} {keys}".strip(), *label_flags(self, vars(self.config) if self.config else {})])
+        return " ".join([f"{self.name} {keys}".strip(), *flag_labels(self, vars(self.config) if self.config else {})])
 
 
-def label_flags(method, values) -> list[str]:
-    """"key=value" for each of the method's label_flags whose value is not its config's default."""
-    if not method.config_class:
-        return []
-    defaults = {f.name: f.default for f in dataclasses.fields(method.config_class)}
-    return [f"{k}={values[k]}" for k in getattr(method, "label_flags", ()) if k in values and values[k] != defaults[k]]
+def flag_labels(method: Method, values) -> list[str]:
+    """"key=value" for each of the method's label_flags whose value in `values` is not its default."""
+    return [f"{k}={values[k]}" for k, default in method.label_flags.items() if k in values and values[k] != default]
 
 
 class Base(ConfiguredMethod):

@@ -212,7 +212,7 @@ class ES(ConfiguredMethod):
 
     name = "es"
     label_keys = ("sigma", "alpha")
-    label_flags = ("fitness",)  # shown in the label only when not the default: "es sigma=... fitness=placebo"
+    label_flags = {"fitness": "real"}  # "es sigma=... alpha=... fitness=placebo"; real ES's label is unchanged
     trains = True
     config_class = ESConfig
 

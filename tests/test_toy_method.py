@@ -30,6 +30,7 @@ class RandomScalar:
 
     name = "random_scalar"
     label_keys = ("step_size",)
+    label_flags = {}
     trains = True
 
     def __init__(self, step_size: float = 0.1, prompts: int = 8, seed: int = 0):
