@@ -13,6 +13,8 @@ held-out test prompts, each with a short target answer, rows {"split", "prompt",
 Validation = the rows with split "validation", never a training or test prompt (a prompt in two
 splits is refused). Before task version 2, validation was the two training prompts; a `path` file
 without validation rows still loads train and test, and load("validation") names the missing rows.
+Every row of the file is checked when the task is built, before any model loads: a malformed row
+is a TaskDataError naming `file:line`, the field and the fix.
 
 Scoring: reward = -|len(completion.strip()) - len(target)|; `extract_answer` is the stripped
 completion; `is_correct` is a case-insensitive exact match with the target (a strict accuracy
@@ -30,6 +32,7 @@ from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_js
                         user_path)
 
 PAPER_REWARD_FLOOR = -2000.0  # maps to 0 in the paper's Table 2
+DEFAULT_FILE = DATA_DIR / "conciseness" / "prompts.jsonl"
 
 
 def normalised_reward(r: float) -> float:
@@ -53,6 +56,10 @@ class Conciseness:
         normalise: report (and train on) the paper's Table 2 scale, 1 + r/2000, instead of r.
             The map is affine with a positive slope, so ES's z-scores and GRPO's group-normalised
             advantages are unchanged by it.
+
+    Raises:
+        TaskDataError: a bad setting, a missing file or a malformed row (named `file:line` with
+            the fix), from the constructor: every row is checked there, before any model loads.
     """
 
     name = "conciseness"
@@ -63,17 +70,16 @@ class Conciseness:
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.path, self.normalise = path, normalise
+        self._path = user_path(path, "a conciseness prompt file") if path else DEFAULT_FILE
+        self._rows = _read_rows(self._path)  # every row, checked now (before any model loads)
 
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt` and `target` of the rows with that split (module docstring)."""
         if split not in ("train", "validation", "test"):
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
-        path = DATA_DIR / "conciseness" / "prompts.jsonl"
-        path = user_path(self.path, "a conciseness prompt file") if self.path else path
-        rows = [{"prompt": r["prompt"], "target": r["target"]}
-                for r in _read_rows(path) if r["split"] == split]
+        rows = [{"prompt": r["prompt"], "target": r["target"]} for r in self._rows if r["split"] == split]
         if not rows:
-            raise TaskDataError(f"{path}: no rows with split={split!r}; add at least one"
+            raise TaskDataError(f"{self._path}: no rows with split={split!r}; add at least one"
                                 + (" (a prompt that is in neither train nor test)" if split == "validation" else ""))
         if split != "train" and self.n_eval:
             rows = rows[:self.n_eval]

@@ -15,6 +15,9 @@ Sources (`source=` in conf/task/countdown*.yaml):
   the 200 train rows.)
 
 Every source's validation split is disjoint from its train and test problems (tests/test_splits.py).
+The files of the "tinyzero" and "paper" sources are read and every row checked when the task is
+built, before any model loads: a malformed row (e.g. `target: "x"`) is a TaskDataError naming
+`file:line`, the field and the fix; load() reuses the checked rows.
 
 Templates: "compact" for the zoo's base models (`3 7 12>22:` -> `(12+7)+3`), and "think" for
 instruct models (reasoning in <think></think>, final equation in <answer></answer>).
@@ -73,6 +76,11 @@ class Countdown:
         numbers: how many numbers a source="zoo" problem has, 3 (the zoo) or 4 (the ladder's
             harder post-training task, with headroom above the base models).
         version: bump when scores change.
+
+    Raises:
+        TaskDataError: a bad setting, or (source tinyzero or paper) a missing file, a malformed
+            row (named `file:line` with the fix) or a paper file short of 2,200 rows, all from the
+            constructor: every row is read and checked there, before any model loads.
     """
 
     name = "countdown"
@@ -96,6 +104,9 @@ class Countdown:
         check_count("n_train", n_train)
         self.n_eval, self.n_train, self.max_new_tokens = n_eval, n_train, max_new_tokens
         self.seed, self.version = seed, version
+        # the files' rows, checked now (before any model loads); zoo problems are generated, not read
+        self._files = {"tinyzero": self._tinyzero_files, "paper": self._paper_files,
+                       "zoo": dict}[source]()
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -105,8 +116,7 @@ class Countdown:
         rows = {"zoo": self._zoo_rows, "tinyzero": self._tinyzero_rows, "paper": self._paper_rows}[self.source](split)
         cap = self.n_train if split == "train" else self.n_eval
         rows = rows[:cap] if cap else rows
-        for r in rows:
-            r["prompt"] = self.prompt(r["nums"], r["target"])
+        rows = [{**r, "prompt": self.prompt(r["nums"], r["target"])} for r in rows]  # copies: cached rows stay
         return datasets.Dataset.from_list(rows)
 
     def prompt(self, nums: list[int], target: int) -> str:
@@ -117,20 +127,30 @@ class Countdown:
     def _zoo_rows(self, split: str) -> list[dict]:
         return generate_problems(split, SPLIT_SIZES[split], seed=self.seed, numbers=self.numbers)
 
+    @staticmethod
+    def _tinyzero_files() -> dict[str, list[dict]]:
+        return {"tinyzero_train": _read_rows(DATA_DIR / "countdown" / "train.jsonl"),
+                "tinyzero_test": _read_rows(DATA_DIR / "countdown" / "test.jsonl")}
+
+    def _paper_files(self) -> dict[str, list[dict]]:
+        path = user_path(self.path, "the paper's Countdown file")
+        rows = _read_rows(path)
+        if len(rows) < 2200:
+            raise TaskDataError(f"{path}: {len(rows):,} rows, but the ES paper's file has 2,200 (200 "
+                                "train, then 2,000 test); point task.path at that file")
+        return {"paper": rows, **self._tinyzero_files()}  # tinyzero: the validation rows
+
     def _tinyzero_rows(self, split: str) -> list[dict]:
-        test = _read_rows(DATA_DIR / "countdown" / "test.jsonl")
+        train, test = self._files["tinyzero_train"], self._files["tinyzero_test"]
         if split == "test":
             return test
-        train = _read_rows(DATA_DIR / "countdown" / "train.jsonl")
         if split == "train":
             return train[:-500]
         # 3 of the last 500 rows repeat a training problem with its numbers in another order
         return _without(train[-500:], train[:-500] + test)
 
     def _paper_rows(self, split: str) -> list[dict]:
-        rows = _read_rows(user_path(self.path, "the paper's Countdown file"))
-        if len(rows) < 2200:
-            raise TaskDataError(f"{self.path}: expected the paper's 2,200 rows, found {len(rows)}")
+        rows = self._files["paper"]
         if split == "validation":  # outside the file: its rows are all train (first 200) or test (last 2,000)
             return _without(self._tinyzero_rows("validation"), rows)
         return rows[-2000:] if split == "test" else rows[:200]

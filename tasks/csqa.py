@@ -19,11 +19,14 @@ validation (dev) split (1,221 rows; published CommonsenseQA numbers are on it to
 carve does not depend on file order or layout; a quarter of train when train has fewer than
 2,000 rows, as the fixture has); train = the other official train rows, in file order.
 
-Every row is checked at load: a bad one is `file:line: field ...` (hub: `tau/commonsense_qa:
-split:row`); five options labelled A-E in order, non-empty texts, and an `answerKey` among those
-labels (an empty one is the answerless official test file).
+Every row of both official files (or hub splits) is checked when the task is built, before any
+model loads: a bad one is `file:line: field ...; fix` (hub: `tau/commonsense_qa:split:row`), and
+a task.path directory must hold both files. A row needs five options labelled A-E in order,
+non-empty texts, and an `answerKey` among those labels (an empty one is the answerless official
+test file).
 
-Prompt and grading: tasks/multiple_choice.py ("Answer: X" on the last line; exactly one letter).
+Prompt and grading: tasks/multiple_choice.py ("Answer: X" on the last line; exactly one letter
+named in its answer span).
 
     python -m pytest tests/test_task_multiple_choice.py -q
 """
@@ -57,6 +60,10 @@ class CommonsenseQA(MultipleChoiceTask):
         source: "fixture" (hand-written test rows, not the benchmark), "local" (task.path) or
             "hub" (`tau/commonsense_qa`).
         path: with source=local, a directory holding the official train and dev files.
+
+    Raises:
+        TaskDataError: a bad setting, a missing file, or a malformed row in either official file
+            or hub split (named `file:line` with the fix), all from the constructor.
     """
 
     name = "csqa"
@@ -72,13 +79,15 @@ class CommonsenseQA(MultipleChoiceTask):
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.path = path
+        # every row of both official files, checked now (before any model loads); load() reuses them
+        self._official = {official: self._rows(official) for official in ("validation", "train")}
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt`, `id`, `question`, `concept`, `choices` (texts, A-E) and `answer`."""
         if split not in ("train", "validation", "test"):
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
-        rows = self._rows("validation" if split == "test" else "train")
+        rows = self._official["validation" if split == "test" else "train"]
         if split != "test":
             held = set(validation_ids([r["id"] for r in rows]))
             rows = [r for r in rows if (r["id"] in held) == (split == "validation")]

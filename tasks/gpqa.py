@@ -28,11 +28,13 @@ sorted by sha256("gpqa:<Record ID>:<column index>"), the same on every machine, 
 file order). The row records it: `permutation[j]` is the column shown as letter j (0 = "Correct
 Answer", 1-3 = "Incorrect Answer 1-3"), so `answer` is the letter at which 0 sits.
 
-Every row is checked at load: a bad one is `file:line: field ...` (hub: `Idavidrein/gpqa:
-config:row`); every answer must be a non-empty string, and the correct answer must differ from
-each incorrect one (else it would be among the choices twice, and one of its letters scored wrong).
+Every row is checked when the task is built, before any model loads: a bad one is
+`file:line: field ...; fix` (hub: `Idavidrein/gpqa:config:row`); every answer must be a
+non-empty string, and the correct answer must differ from each incorrect one (else it would be
+among the choices twice, and one of its letters scored wrong).
 
-Prompt and grading: tasks/multiple_choice.py ("Answer: X" on the last line; exactly one letter).
+Prompt and grading: tasks/multiple_choice.py ("Answer: X" on the last line; exactly one letter
+named in its answer span).
 
     python -m pytest tests/test_task_multiple_choice.py -q
 """
@@ -78,6 +80,10 @@ class GPQA(MultipleChoiceTask):
             official CSV) or "hub" (`Idavidrein/gpqa`, gated).
         subset: diamond, main or extended (the hub config gpqa_<subset>).
         path: with source=local, the official CSV of that subset.
+
+    Raises:
+        TaskDataError: a bad setting, a missing or broken file, or a malformed row (named
+            `file:line` with the fix), all from the constructor.
     """
 
     name = "gpqa"
@@ -96,6 +102,7 @@ class GPQA(MultipleChoiceTask):
         check_count("n_eval", n_eval)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.subset, self.path = subset, path
+        self._checked = self._rows()  # every row, checked now (before any model loads)
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -106,8 +113,7 @@ class GPQA(MultipleChoiceTask):
                                 "another task (e.g. task=csqa) and evaluate with eval.tasks=[gpqa].")
         if split != "test":
             raise TaskDataError(f"split {split!r} is unknown; GPQA has only test")
-        rows = self._rows()
-        rows = rows[:self.n_eval] if self.n_eval else rows
+        rows = self._checked[:self.n_eval] if self.n_eval else self._checked
         self._warn_fixture(len(rows), split)
         return datasets.Dataset.from_list(rows)
 

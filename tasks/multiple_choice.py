@@ -18,20 +18,34 @@ Grading (`parse_letter`), in one pass over the completion's lines:
   backticks), with "Answer" or "Final answer" (any case), then optional markdown, then ":".
   "Answer: B" is the format; "**Final Answer:** B" is accepted as the same format. "The answer is
   B", "Answer B" and "B" alone are other formats: no answer line, no letter, reward 0.
-- Its value (the rest of that line, markdown and `$` stripped) must name exactly one of the
-  task's letters, either alone - `B`, `(B)`, `[B]`, `\\boxed{B}`, optionally with a final "." -
-  or followed by that option's text - `B) a bank`, `(B) a bank`, `B. a bank`, `B: a bank`,
-  `B, a bank`, `B - a bank`, `B (a bank)` - where the text names no other option (`(C)`,
-  `C)`, `or C`, `and C`).
-  Anything else ("A or C", "A, C", "A/C", "I think B", "None", a letter beyond the options, the
-  letter on the next line) is no letter.
+- Its *answer span* is the rest of that line after the colon, markdown and `$` stripped at both
+  ends. The span must start with one of the task's letters, either alone - `B`, `(B)`, `[B]`,
+  `\\boxed{B}`, `**B**`, optionally with a final "." - or followed by text - `B) a bank`,
+  `(B) a bank`, `B. a bank`, `B: a bank`, `B, a bank`, `B - a bank`, `B (a bank)` - and the span
+  must name no other option letter anywhere. A letter is *named* by a word that is that one
+  letter, in either case, whatever surrounds it: "A, C", "A. C.", "A - C", "A: C", "[A] or [C]",
+  "A, maybe C", "B, A, C, D, E", even "B, not A" (the grader reads no negation) all name two
+  letters and score 0. Not a letter: a letter inside a longer word ("e.g.", "A's", "e-mail":
+  letters, digits, apostrophes and "."/"-" between two of them make one word); "A"/"a" followed
+  by spaces and a word of two or more characters that starts with a letter (the article: "(C) A
+  bank"), unless that word is one of `_NOT_AFTER_ARTICLE` ("A or", "A is", "A maybe"); and,
+  when the row's option texts are given (`reward` and `is_correct` receive the `choices`
+  column), anything inside the answered option's own text, matched case-insensitively ("B)
+  Vitamin C" when option B is "Vitamin C").
+  `extract_answer` has only the text, so it reads the option's text like any other: it returns a
+  letter only where is_correct with the choices would return the same one (it may return None
+  where that accepts "B) Vitamin C"), so completions that vote for one letter share their
+  correctness, as maj@k assumes.
+  Anything else ("I think B", "None", a letter beyond the options, the letter on the next line)
+  is no letter.
 - Every answer line must name the same letter: a completion with an answer line that names no
   one letter, or with two answer lines that disagree, gets None (reward 0); one with no answer
   line gets None. Repeating the same letter is fine.
 - The keyword is matched in any case, and so is the letter ("Answer: b" is B): a lone letter can
-  mean nothing else. Inside option text `(c)` names option C in either case, but `C)` and `or C`
-  only in upper case, since "a" and "or a" are English.
-Every step reads each line once (no regex that rescans), so grading is linear in the completion.
+  mean nothing else.
+Every step reads each line a bounded number of times (the option-text search at most once per
+word of the answered option's text; no regex here can split one run of spaces two ways), so
+grading is linear in the completion: tests/test_task_redos.py times 64k-character answers.
 
 `MultipleChoiceTask` holds what both tasks do with that: reward, is_correct, extract_answer (the
 letter, for maj@k votes), gold_completion ("Answer: <letter>"), and the fixture note in run_info.
@@ -105,19 +119,59 @@ def _answer_value(line: str) -> str | None:
     return None
 
 
-def _hedge_pattern(letters: str) -> re.Pattern:
-    """Another option named inside option text: "(C)", "C)", "or C", "and C" (no rescanning:
-    each alternative is a fixed-width look-behind plus at most a run of spaces)."""
-    upper, both = f"[{letters}]", f"[{letters}{letters.lower()}]"
-    return re.compile(rf"(?<![A-Za-z0-9])\(({both})\)|(?<![A-Za-z0-9(])({upper})\)"
-                      rf"|\b(?:or|and)[ \t]+\(?({upper})(?![A-Za-z0-9'\u2019])")
+# A word: letters and digits, joined by apostrophes or by "." and "-" between two of them ("e.g",
+# "A's", "e-mail"). Linear: each repetition must start with a joiner, which no [^\W_] matches.
+_WORD = re.compile(r"[^\W_]+(?:[.'\u2019\-][^\W_]+)*")
+# "A"/"a" before one of these words is option A, not the article: "A or C", "A is also right"
+_NOT_AFTER_ARTICLE = frozenset({"or", "and", "nor", "vs", "versus", "is", "was", "are", "also",
+                                "too", "maybe", "perhaps", "possibly", "probably", "might", "may",
+                                "could", "seems", "then", "if", "not"})
 
 
-_HEDGES: dict[str, re.Pattern] = {}
+def _own_text_spans(span: str, own: str | None) -> list[tuple[int, int]]:
+    """Where the answered option's own text occurs in `span` (any case, any run of spaces between
+    its words). The words are literals joined by `[ \t]+`, so a run of spaces is rescanned at most
+    once per word of the option: linear in the span for a given option."""
+    words = own.split() if isinstance(own, str) else []
+    if not words:
+        return []
+    pattern = re.compile(r"[ \t]+".join(map(re.escape, words)), re.IGNORECASE)
+    return [m.span() for m in pattern.finditer(span)]
 
 
-def _value_letter(value: str, letters: str) -> str | None:
-    """The one letter an answer line's value names (see the module docstring), else None."""
+def _names_another(span: str, letter: str, letters: str, own: str | None) -> bool:
+    """Whether the text after the answered letter names another option letter (module docstring)."""
+    inside = _own_text_spans(span, own)
+    k = 0
+    words = _WORD.finditer(span)
+    word = next(words, None)
+    while word is not None:
+        following = next(words, None)
+        named = word.group()
+        if len(named) == 1 and named.upper() in letters and named.upper() != letter:
+            while k < len(inside) and inside[k][1] <= word.start():
+                k += 1
+            in_own_text = k < len(inside) and inside[k][0] <= word.start()
+            article = (named in "Aa" and following is not None and len(following.group()) > 1
+                       and following.group()[0].isalpha()
+                       and following.group().lower() not in _NOT_AFTER_ARTICLE
+                       and span[word.end():following.start()].strip(" \t") == ""
+                       and word.end() < following.start())
+            if not (in_own_text or article):
+                return True
+        word = following
+    return False
+
+
+def _value_letter(value: str, letters: str, choices: list[str] | None = None) -> str | None:
+    """The one letter an answer span names (see the module docstring), else None.
+
+    Args:
+        value: the answer line's text after the colon.
+        letters: the task's option letters.
+        choices: the row's option texts, in letter order, when known: the answered option's own
+            text may then hold a capital letter ("Vitamin C") that is not a second answer.
+    """
     v = value.strip(_DECOR)
     w = v[:-1].strip(_DECOR) if v.endswith(".") else v  # "**B**." -> "B"
     if w.startswith("\\boxed{") and w.endswith("}"):
@@ -128,7 +182,7 @@ def _value_letter(value: str, letters: str) -> str | None:
         w = w[0]
     if len(w) == 1:
         return w.upper() if w.upper() in letters else None
-    # a letter followed by the option's text: "B) text", "(B) text", "B. text", "B - text"
+    # a letter followed by text: "B) text", "(B) text", "B. text", "B - text"
     i, close = 0, None
     if v[:1] in _OPEN:
         i, close = 1, _OPEN[v[0]]
@@ -151,22 +205,28 @@ def _value_letter(value: str, letters: str) -> str | None:
             j = k + 1
     if j >= len(v) or v[j] not in " \t(":
         return None  # "B)text" or "e.g." is no option text
-    rest = v[j:]
-    pattern = _HEDGES.get(letters) or _HEDGES.setdefault(letters, _hedge_pattern(letters))
-    for m in pattern.finditer(rest):
-        named = next(g for g in m.groups() if g).upper()
-        if named != letter:
-            return None
-    return letter
+    index = letters.index(letter)
+    own = choices[index] if choices is not None and index < len(choices) else None
+    return None if _names_another(v[j:], letter, letters, own) else letter
 
 
-def parse_letter(text: str, n_choices: int) -> str | None:
+def parse_letter(text: str, n_choices: int, choices: list[str] | None = None) -> str | None:
     """The one letter a completion answers with (module docstring's rules), or None.
+
+    Args:
+        text: the completion.
+        n_choices: how many options the question has.
+        choices: the option texts in letter order, when known (see `_value_letter`).
 
     >>> parse_letter("People keep money in banks.\\nAnswer: B", 5)
     'B'
     >>> parse_letter("Answer: A or C", 5) is None, parse_letter("Answer: A\\nAnswer: C", 5) is None
     (True, True)
+    >>> parse_letter("Answer: B, C", 5), parse_letter("Answer: (C) A bank", 5)
+    (None, 'C')
+    >>> options = ["Iron", "Vitamin C", "Zinc", "Salt"]
+    >>> parse_letter("Answer: B) Vitamin C", 4), parse_letter("Answer: B) Vitamin C", 4, options)
+    (None, 'B')
     """
     if not isinstance(text, str):
         return None
@@ -175,7 +235,7 @@ def parse_letter(text: str, n_choices: int) -> str | None:
         value = _answer_value(line)
         if value is None:
             continue
-        letter = _value_letter(value, letters)
+        letter = _value_letter(value, letters, choices)
         if letter is None or (found is not None and letter != found):
             return None
         found = letter
@@ -223,23 +283,28 @@ class MultipleChoiceTask:
 
     # ---- scoring ----
     def extract_answer(self, text: str) -> str | None:
-        """The answered letter ("B"), or None when no single letter is given in the format."""
+        """The answered letter ("B"), or None when no single letter is given in the format. It has
+        no option texts, so "B) Vitamin C" is None here (module docstring)."""
         return parse_letter(text, self.n_choices)
 
-    def is_correct(self, completion: str, answer: str, **_) -> bool:
-        """True when the completion answers with exactly the gold letter."""
-        return self.extract_answer(completion) == answer
+    def is_correct(self, completion: str, answer: str, choices: list[str] | None = None, **_) -> bool:
+        """True when the completion answers with exactly the gold letter (`choices`: the row's
+        option texts, so that the answered option's own text is not read as another letter)."""
+        return parse_letter(completion, self.n_choices, choices) == answer
 
-    def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
-        """TRL-style reward: 1.0 when the completion answers with the gold letter, else 0 (several
-        letters, answer lines that disagree, or no "Answer: X" line).
+    def reward(self, completions: list[str], answer: list[str], choices: list | None = None,
+               **kwargs) -> list[float]:
+        """TRL-style reward: 1.0 when the completion answers with the gold letter, else 0 (a span
+        that names two or more letters, answer lines that disagree, or no "Answer: X" line).
 
         >>> from tasks.csqa import CommonsenseQA
-        >>> CommonsenseQA().reward(["... so a bank.\\nAnswer: B", "Answer: B or C", "B"],
-        ...                        answer=["B", "B", "B"])
-        [1.0, 0.0, 0.0]
+        >>> CommonsenseQA().reward(["... so a bank.\\nAnswer: B", "Answer: B or C", "B", "Answer: B, C"],
+        ...                        answer=["B", "B", "B", "B"])
+        [1.0, 0.0, 0.0, 0.0]
         """
-        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
+        rows = choices if choices is not None else [None] * len(completions)
+        return [float(self.is_correct(c, a, o))
+                for c, a, o in zip(completions, answer, rows, strict=True)]
 
     def gold_completion(self, answer: str, **_) -> str:
         """"Answer: <gold letter>"."""

@@ -180,6 +180,13 @@ def _load(tmp_path, text, name="cd.jsonl", split="test"):
     return Countdown(source="paper", path=str(path)).load(split)
 
 
+def _build(tmp_path, text, name="cd.jsonl"):
+    """Only the constructor: a bad file must fail here, before any model loads."""
+    path = tmp_path / name
+    path.write_text(text) if isinstance(text, str) else path.write_bytes(text)
+    return Countdown(source="paper", path=str(path))
+
+
 @pytest.mark.parametrize("text, message", [
     ((GOOD + "\n") * 3 + '{"target": 22, "nums": [3, 7', r"cd\.jsonl:4: not valid JSON .*cut off"),
     ((GOOD + "\n") * 2 + '{"target": 22, "nums": [true, 2, 7]}\n', r"cd\.jsonl:3: field `nums` is \[True"),
@@ -205,7 +212,24 @@ def _load(tmp_path, text, name="cd.jsonl", split="test"):
 ])
 def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
     with pytest.raises(TaskDataError, match=message):
-        _load(tmp_path, text)
+        _build(tmp_path, text)
+
+
+def test_the_papers_file_is_checked_when_the_task_is_built(tmp_path):
+    # the paper's format: a JSON list of {context, numbers, target}; one bad row far down the file
+    rows = [{"context": "c", "numbers": [3, 7, 12], "target": 22}] * 2200
+    rows = rows[:1500] + [{"context": "c", "numbers": [3, 7, 12], "target": "x"}] + rows[1501:]
+    text = "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
+    with pytest.raises(TaskDataError, match=r"countdown\.json:1502: field `target` is 'x'; it must be a "
+                                            r"finite integer below 1,000,000,000 in absolute value"):
+        _build(tmp_path, text, "countdown.json")
+    with pytest.raises(TaskDataError, match=r"cd\.jsonl: 3 rows, but the ES paper's file has 2,200 "
+                                            r"\(200 train, then 2,000 test\); point task.path at that file"):
+        _build(tmp_path, (GOOD + "\n") * 3)
+    (tmp_path / "cd.jsonl").write_text(GOOD + '\n{"target": 3, "nums": [1.5]}\n')
+    for template in ("compact", "think"):  # either template reads the file when built
+        with pytest.raises(TaskDataError, match=r"cd\.jsonl:2: field `nums` is \[1\.5\]; it must be a list"):
+            Countdown(source="paper", template=template, path=str(tmp_path / "cd.jsonl"))
 
 
 def test_json_list_rows_are_named_by_line(tmp_path):

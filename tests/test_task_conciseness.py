@@ -78,7 +78,18 @@ def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
     bad = tmp_path / "p.jsonl"
     bad.write_text(text)
     with pytest.raises(TaskDataError, match=message):
-        Conciseness(path=str(bad)).load("train")
+        Conciseness(path=str(bad))  # the constructor reads every row, before any model loads
+
+
+def test_rows_are_checked_when_the_task_is_built(tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text(GOOD + '\n{"split": "test", "prompt": "Hello?", "target": 7}\n')
+    with pytest.raises(TaskDataError, match=r"p\.jsonl:2: field `target` is 7; each row needs \"split\" "
+                                            r"\(\"train\", \"validation\" or \"test\"\) and string \"prompt\""):
+        Conciseness(path=str(bad))
+    bad.write_text(GOOD + "\n")  # a file without test rows builds; load("test") names what is missing
+    with pytest.raises(TaskDataError, match="no rows with split='test'; add at least one"):
+        Conciseness(path=str(bad)).load("test")
 
 
 def test_bad_task_path_and_counts(tmp_path):

@@ -13,8 +13,10 @@ from omegaconf import OmegaConf
 
 import tasks.hotpotqa
 from tasks.base import TaskDataError
-from tasks.hotpotqa import (FIXTURE_DIR, FIXTURE_ID_PREFIX, HotpotQA, build_prompt, exact_match,
-                            f1_score, normalize_answer)
+import tasks.hotpotqa_data
+import tasks.hotpotqa_grade
+from tasks.hotpotqa import (DEV_FILE, FIXTURE_DIR, FIXTURE_ID_PREFIX, TRAIN_FILE, HotpotQA, build_prompt,
+                            exact_match, f1_score, normalize_answer, priced_f1)
 
 CONF = Path(__file__).parents[1] / "conf" / "task" / "hotpotqa.yaml"
 
@@ -42,7 +44,8 @@ def write_list(path: Path, rows: list) -> Path:
 
 
 def test_doctests():
-    assert doctest.testmod(tasks.hotpotqa).failed == 0
+    for module in (tasks.hotpotqa, tasks.hotpotqa_grade, tasks.hotpotqa_data):
+        assert doctest.testmod(module).failed == 0, module.__name__
 
 
 def test_config_builds_the_task():
@@ -108,33 +111,63 @@ def test_answer_format(task, completion, expected):
     assert task.extract_answer(completion) == expected
 
 
-def test_reward_is_f1_and_accuracy_is_em(task):
+def test_reward_is_priced_f1_and_accuracy_is_em(task):
     completions = ["Answer: Tessaly Prize 1995", "Answer: Tessaly Prize", "Tessaly Prize", "Answer: no"]
     gold = ["Tessaly Prize", "the Tessaly Prize", "Tessaly Prize", "yes"]
-    assert task.reward(completions, answer=gold) == pytest.approx([0.8, 1.0, 0.0, 0.0])
+    assert task.reward(completions, answer=gold) == pytest.approx([0.4, 1.0, 0.0, 0.0])  # F1 0.8 / (1 + 1)
+    assert task.f1(completions[0], gold[0]) == pytest.approx(0.8)  # the official F1, not the reward
     assert [task.is_correct(c, a) for c, a in zip(completions, gold)] == [False, True, False, False]
     assert HotpotQA(reward="em").reward(completions, answer=gold) == [0.0, 1.0, 0.0, 0.0]
     with pytest.raises(TaskDataError, match="f1 or em"):
         HotpotQA(reward="bleu")
 
 
+# ---- hedging (issue 35 item 9): official F1 paid 2/(k+1) for k guesses, committing earns 1/k ----
+@pytest.mark.parametrize("completion, gold, official, reward", [
+    ("Answer: Paris", "Paris", 1.0, 1.0),
+    ("Answer: Paris London", "Paris", 2 / 3, 1 / 3),            # k=2: 2/(k(k+1)) < 1/k = 0.5
+    ("Answer: Paris London Berlin", "Paris", 0.5, 1 / 6),       # k=3: < 1/3
+    ("Answer: Paris, London", "Paris", 2 / 3, 1 / 3),           # the comma is punctuation: same tokens
+    ("Answer: Paris or London", "Paris", 0.5, 1 / 6),           # "or" is a surplus token too
+    ("Answer: Paris / London / Berlin / Rome", "Paris", 0.4, 0.1),
+    ("Answer: New York City", "New York City", 1.0, 1.0),       # a genuine multi-word gold
+    ("Answer: New York City Boston", "New York City", 6 / 7, 3 / 7),  # < 0.5: a short wrong guess does not pay
+    ("Answer: Sefferly", "Ann Sefferly", 2 / 3, 2 / 3),         # part of the gold: no surplus, plain F1
+    ("Answer: Paris Paris", "Paris", 2 / 3, 1 / 3),             # a repeated token is surplus
+    ("Answer: Lyon", "Paris", 0.0, 0.0),
+])
+def test_listing_guesses_does_not_pay(task, completion, gold, official, reward):
+    assert task.f1(completion, gold) == pytest.approx(official)
+    assert task.reward([completion], answer=[gold]) == pytest.approx([reward])
+
+
+@pytest.mark.parametrize("k", range(2, 9))
+def test_k_guesses_earn_less_than_committing_to_one_at_random(k):
+    guesses = ["Paris", "London", "Berlin", "Rome", "Lyon", "Oslo", "Bern", "Riga"][:k]
+    assert f1_score(" ".join(guesses), "Paris") == pytest.approx(2 / (k + 1))  # official F1 pays
+    assert priced_f1(" ".join(guesses), "Paris") == pytest.approx(2 / (k * (k + 1)))
+    assert priced_f1(" ".join(guesses), "Paris") < 1 / k
+
+
 # ---- a hand-judged set: realistic completions on the fixture's questions ----
-# (row id suffix, completion, my judgement: does it give the right answer?, grader EM, hand F1)
+# (row id suffix, completion, my judgement: does it give the right answer?, grader EM, hand reward:
+# official F1 / (1 + answer tokens beyond the gold's))
 HAND_JUDGED = [
     ("train-01", "Varrow Bridge was designed by Oswin Thale, who was born in Portkell.\nAnswer: Portkell", True, 1, 1.0),
     ("train-01", "Answer: portkell", True, 1, 1.0),
-    ("train-01", "Thale was born in a fishing village.\nAnswer: Portkell, a fishing village on the north coast", True, 0, 2 / 7),
+    ("train-01", "Thale was born in a fishing village.\nAnswer: Portkell, a fishing village on the north coast", True, 0,
+     2 / 7 / 6),                                                                # 5 surplus tokens
     ("train-01", "The bridge is in Caddesby.\nAnswer: Caddesby", False, 0, 0.0),
     ("train-02", "Marrane is a novelist; Orrin was a novelist and playwright.\nAnswer: Yes", True, 1, 1.0),
     ("train-02", "Answer: Yes, both are novelists.", True, 0, 0.0),            # the yes/no rule
     ("train-02", "Orrin was also a playwright, so no.\nAnswer: no", False, 0, 0.0),
     ("train-03", "The cartographer is Ilse Marrane; her 1994 novel won a prize.\nAnswer: The Tessaly Prize", True, 1, 1.0),
-    ("train-03", "Answer: Tessaly Prize (1995)", True, 0, 0.8),
+    ("train-03", "Answer: Tessaly Prize (1995)", True, 0, 0.8 / 2),
     ("train-03", "The novel is The Glass Orchard, which won the Tessaly Prize in 1995.", True, 0, 0.0),  # no format
     ("train-04", "The Lenn is 61 km long, the Kestrel Line 11 km.\nAnswer: River Lenn", True, 1, 1.0),
     ("train-04", "Answer: The Kestrel Line", False, 0, 0.0),
     ("train-05", "Varrow Bridge crosses the Lenn, which rises on Hob Fell.\nAnswer: 512 metres", True, 1, 1.0),
-    ("train-05", "Answer: 512 m", True, 0, 0.5),
+    ("train-05", "Answer: 512 m", True, 0, 0.5 / 2),
     ("train-06", "Thale was born in Portkell, where Moth & Lantern formed.\nAnswer:\nPella Ashgrove", True, 1, 1.0),
     ("train-06", "Answer: Duncombe Orrin\nWait: Orrin was no singer. The band's singer was Pella Ashgrove.\n"
                  "Answer: Pella Ashgrove", True, 1, 1.0),
@@ -188,12 +221,10 @@ def test_fixture_loads_and_says_so(task):
 
 def test_fixture_rows_through_path_are_marked_too(tmp_path):
     t = HotpotQA(path=str(FIXTURE_DIR / "FIXTURE_NOT_HOTPOTQA_dev.json"))
-    assert not t.fixture and not t.run_info()["notes"][0].startswith("FIXTURE")
-    t.load("test")
-    assert t.run_info()["notes"][0].startswith("FIXTURE DATA")
+    assert t.fixture and t.run_info()["notes"][0].startswith("FIXTURE DATA")  # read when built
     real = HotpotQA(path=str(write_list(tmp_path / "dev.json", [row()])))
     assert len(real.load("test")) == 1 and not real.run_info()["fixture"]
-    assert "greedy_reward, mean_reward: token F1" in real.run_info()["notes"][0]
+    assert "greedy_reward, mean_reward: token F1 / (1 + answer tokens" in real.run_info()["notes"][0]
 
 
 def test_path_directory_splits_and_validation_ignores_file_order(tmp_path):
@@ -207,6 +238,15 @@ def test_path_directory_splits_and_validation_ignores_file_order(tmp_path):
     assert set(HotpotQA(path=str(tmp_path)).load("validation")["id"]) == set(val["id"])
     with pytest.raises(TaskDataError, match="one file, read as the test split"):
         HotpotQA(path=str(tmp_path / "hotpot_dev_distractor_v1.json")).load("train")
+
+
+def test_a_directory_needs_both_files_when_built(tmp_path):
+    write_list(tmp_path / DEV_FILE, [row()])
+    with pytest.raises(TaskDataError, match=rf"{TRAIN_FILE} not found"):
+        HotpotQA(path=str(tmp_path))
+    write_list(tmp_path / TRAIN_FILE, [row(), row(context=[["T", "not a list"]])])
+    with pytest.raises(TaskDataError, match=rf"{TRAIN_FILE}:3: field `context` entry 0 .*; each row needs"):
+        HotpotQA(path=str(tmp_path))  # a bad train row fails an evaluation-only build too
 
 
 def test_hub_shaped_rows_and_jsonl_load(tmp_path):
@@ -248,8 +288,9 @@ def test_bound_too_small_or_question_too_long(tmp_path):
     with pytest.raises(TaskDataError, match="max_prompt_chars"):
         HotpotQA(max_prompt_chars=200)
     path = write_list(tmp_path / "dev.json", [row(), row(question="Why? " * 400)])
-    with pytest.raises(TaskDataError, match=r"dev\.json:3: the question and paragraph titles alone"):
-        HotpotQA(path=str(path), max_prompt_chars=1000).load("test")
+    with pytest.raises(TaskDataError, match=r"dev\.json:3: the question and paragraph titles alone are over "
+                                            r"task\.max_prompt_chars=1000 characters; raise task\.max_prompt_chars"):
+        HotpotQA(path=str(path), max_prompt_chars=1000)  # at construction
 
 
 # ---- bad input ----
@@ -257,11 +298,11 @@ def test_row_without_answer_is_rejected(tmp_path):
     path = write_list(tmp_path / "dev.json", [row(), row(answer=None)])
     with pytest.raises(TaskDataError, match=r"dev\.json:3: field `answer` is missing \(a row without "
                                             r"an answer cannot be graded\)"):
-        HotpotQA(path=str(path)).load("test")
+        HotpotQA(path=str(path))
     for bad, problem in (("", "empty"), (" ?! ", "normalises to nothing"), (7, "a number, not a string")):
         write_list(path, [row(answer=bad)])
         with pytest.raises(TaskDataError, match=rf"dev\.json:2: field `answer`.*{problem}"):
-            HotpotQA(path=str(path)).load("test")
+            HotpotQA(path=str(path))
 
 
 @pytest.mark.parametrize("content, match", [
@@ -282,12 +323,12 @@ def test_malformed_file_names_file_line_and_field(tmp_path, content, match):
     path = tmp_path / "dev.json"
     path.write_text(content)
     with pytest.raises(TaskDataError, match=match):
-        HotpotQA(path=str(path)).load("test")
+        HotpotQA(path=str(path))  # the constructor reads every row, before any model loads
 
 
 def test_missing_file_and_bad_settings(tmp_path):
     with pytest.raises(TaskDataError, match="not found"):
-        HotpotQA(path=str(tmp_path)).load("test")
+        HotpotQA(path=str(tmp_path))
     with pytest.raises(TaskDataError, match="local or hub"):
         HotpotQA(source="ftp")
     with pytest.raises(TaskDataError, match="drop one of them"):
@@ -301,7 +342,7 @@ def test_hub_unreachable_gives_one_line_error(monkeypatch):
         raise ConnectionError("Couldn't reach 'hotpotqa/hotpot_qa' on the Hub\n(LocalEntryNotFoundError)")
     monkeypatch.setattr(tasks.hotpotqa.datasets, "load_dataset", offline)
     with pytest.raises(TaskDataError) as err:
-        HotpotQA(source="hub").load("test")
+        HotpotQA(source="hub")  # the constructor reads both hub splits
     message = str(err.value)
     assert "\n" not in message and "split validation" in message and "task.source=local task.path=" in message
 
@@ -313,7 +354,7 @@ def test_hub_rows_are_validated(monkeypatch):
                     {"id": "h2", "question": "q", "context": {"title": ["T"], "sentences": [["s"]]}}]
     monkeypatch.setattr(tasks.hotpotqa.datasets, "load_dataset", lambda *a, **k: Rows())
     with pytest.raises(TaskDataError, match=r"hotpotqa/hotpot_qa:validation:2: field `answer` is missing"):
-        HotpotQA(source="hub").load("test")
+        HotpotQA(source="hub")
 
 
 def test_fixture_note_reaches_the_tables(task):
@@ -322,4 +363,5 @@ def test_fixture_note_reaches_the_tables(task):
     task.load("test")
     notes = task_notes([Record(task="tasks.hotpotqa.HotpotQA", task_info=task.run_info())])
     assert "## Task notes" in notes and "- HotpotQA: FIXTURE DATA, NOT HotpotQA" in notes
-    assert "- HotpotQA: greedy_acc, pass@k, maj@k: exact match; greedy_reward, mean_reward: token F1" in notes
+    assert ("- HotpotQA: greedy_acc, pass@k, maj@k: exact match; greedy_reward, mean_reward: token F1 / "
+            "(1 + answer tokens beyond the gold's), the reward (priced for hedging; not the official F1)") in notes

@@ -36,9 +36,9 @@ def test_doctests():
 # A) oven  B) refrigerator  C) mailbox  D) bookshelf  E) garden (GPQA rows: four options).
 # `human`: my own judgement, written before running the grader, of whether a reader would credit
 # the completion with the gold option (it commits to exactly that option, unmistakably), regardless
-# of the requested format. `grader`: the reward the grader gives. They differ in five rows, all by
+# of the requested format. `grader`: the reward the grader gives. They differ in six rows, all by
 # design: the grader asks for the one format the prompt names ("Answer: X" on its own line, one
-# letter, no answer lines that disagree) and reads nothing else.
+# letter named in its span, no answer lines that disagree) and reads nothing else.
 JUDGED = [  # (n_choices, completion, gold, human, grader)
     (5, "Milk spoils when warm, so it belongs in a refrigerator.\nAnswer: B", "B", 1, 1),
     (5, "An oven heats food.\nAnswer: A", "B", 0, 0),
@@ -64,7 +64,7 @@ JUDGED = [  # (n_choices, completion, gold, human, grader)
     (5, "A and C are wrong and D is silly.\nAnswer: B", "B", 1, 1),
     (5, "Answer: None of the above", "B", 0, 0),
     (5, "Answer: B/C", "B", 0, 0),
-    (5, "Answer: B (refrigerator), not A (oven)", "B", 1, 1),
+    (5, "Answer: B (refrigerator), not A (oven)", "B", 1, 0),  # names A too: no negation is read
     (4, "Light travels at about 3e8 m/s.\nAnswer: D) 300,000 km/s", "D", 1, 1),
     (4, "Answer: E", "D", 0, 0),
     (4, "answer: c", "C", 1, 1),
@@ -78,7 +78,7 @@ def test_hand_judged_set(n, completion, gold, human, grader):
 
 def test_hand_judged_agreement():
     agree = sum(h == g for _, _, _, h, g in JUDGED)
-    assert (agree, len(JUDGED)) == (23, 28)  # the five disagreements: format, by design
+    assert (agree, len(JUDGED)) == (22, 28)  # the six disagreements: format, by design
     # where the grader and I disagree, it is always the grader refusing (never crediting a miss)
     assert all(g == 0 for _, _, _, h, g in JUDGED if h != g)
 
@@ -102,6 +102,56 @@ def test_parse_letter(completion, letter):
 
 def test_letters_beyond_the_options_are_no_answer():
     assert parse_letter("Answer: E", 4) is None and parse_letter("Answer: E", 5) == "E"
+
+
+# ---- several letters in one answer span (issue 35 item 8): each once scored as its first letter ----
+OPTIONS = ["oven", "refrigerator", "mailbox", "bookshelf", "garden"]
+
+
+@pytest.mark.parametrize("completion, gold", [
+    ("Answer: B, C", "B"), ("Answer: B, A, C, D, E", "B"), ("Answer: A. C.", "A"), ("Answer: A - C", "A"),
+    ("Answer: A: C", "A"), ("Answer: [A] or [C]", "A"), ("Answer: A, maybe C", "A"),
+    ("Answer: B; C", "B"), ("Answer: (B), (C)", "B"), ("Answer: B) refrigerator, C", "B"),
+    ("Answer: **B**, **C**", "B"), ("Answer: b, c", "B"), ("Answer: B, a", "B"), ("Answer: B, A is also possible", "B"),
+    ("Answer: B - refrigerator (C)", "B"), ("Answer: B\nAnswer: B, C", "B"),
+])
+def test_two_letters_in_the_span_score_zero(completion, gold):
+    task = CommonsenseQA()
+    assert task.reward([completion], answer=[gold], choices=[OPTIONS]) == [0.0]
+    assert task.extract_answer(completion) is None
+
+
+def test_gpqa_two_letters_score_zero():
+    task = GPQA()
+    assert task.reward(["Answer: B, D", "Answer: B"], answer=["B", "B"], choices=[list("wxyz")] * 2) == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("completion, options, letter", [
+    ("Answer: B", OPTIONS, "B"), ("Answer: (B)", OPTIONS, "B"), ("Answer: **B**", OPTIONS, "B"),
+    ("Answer: B. refrigerator", OPTIONS, "B"), ("Answer: B) refrigerator", OPTIONS, "B"),
+    ("Answer: \\boxed{B}", OPTIONS, "B"), ("Answer: B.", OPTIONS, "B"),
+    # an option's own text holding a capital letter word is not a second letter
+    ("Answer: (C) A bank", ["x", "y", "a bank", "z", "w"], "C"),
+    ("Answer: B. A bank", ["x", "a bank", "y", "z", "w"], "B"),
+    ("Answer: B) Vitamin C", ["Iron", "Vitamin C", "Zinc", "Salt", "Sugar"], "B"),
+    ("Answer: B) vitamin   c", ["Iron", "Vitamin C", "Zinc", "Salt", "Sugar"], "B"),
+    ("Answer: D - Type A and Type B blood", ["x", "y", "z", "Type A and Type B blood", "w"], "D"),
+    ("Answer: B) e-mail, e.g. a letter", ["x", "e-mail", "y", "z", "w"], "B"),
+])
+def test_one_letter_forms_keep_scoring(completion, options, letter):
+    task = CommonsenseQA()
+    assert task.reward([completion], answer=[letter], choices=[options]) == [1.0]
+    assert task.is_correct(completion, letter, choices=options)
+    # without the option texts (maj@k's extract_answer) a vote is never for another letter
+    assert task.extract_answer(completion) in (letter, None)
+
+
+def test_option_text_is_only_the_answered_options():
+    options = ["Vitamin A", "Vitamin C", "Zinc", "Salt", "Sugar"]
+    assert parse_letter("Answer: B) Vitamin C", 5, options) == "B"
+    assert parse_letter("Answer: A) Vitamin C", 5, options) is None   # A's text is "Vitamin A"
+    assert parse_letter("Answer: C) Vitamin A", 5, options) is None   # C's text is "Zinc"
+    assert parse_letter("Answer: B) Vitamin C or Vitamin A", 5, options) is None
 
 
 def test_reward_and_votes():
@@ -186,7 +236,7 @@ def test_csqa_both_layouts_and_the_carve_ignores_order(tmp_path):
 def test_csqa_bad_rows_name_file_line_and_field(tmp_path, row, message):
     folder = _csqa_dir(tmp_path, [_csqa_row("ok"), row], [_csqa_row("dev")])
     with pytest.raises(TaskDataError, match=r"train_rand_split\.jsonl" + message):
-        CommonsenseQA(source="local", path=str(folder)).load("train")
+        CommonsenseQA(source="local", path=str(folder))  # the constructor reads every row
 
 
 def test_csqa_settings_errors(tmp_path):
@@ -197,7 +247,11 @@ def test_csqa_settings_errors(tmp_path):
     with pytest.raises(TaskDataError, match="unknown; use hub, local"):
         CommonsenseQA(source="zoo")
     with pytest.raises(TaskDataError, match="has no dev_rand_split.jsonl or validation.jsonl"):
-        CommonsenseQA(source="local", path=str(tmp_path)).load("test")
+        CommonsenseQA(source="local", path=str(tmp_path))
+    _csqa_dir(tmp_path, [], [_csqa_row()], ("unused.jsonl", "dev_rand_split.jsonl"))
+    with pytest.raises(TaskDataError, match="has no train_rand_split.jsonl or train.jsonl; task.path "
+                                            "must be a directory holding the official CommonsenseQA train"):
+        CommonsenseQA(source="local", path=str(tmp_path))  # both files, before any model loads
 
 
 # ---- GPQA data ----
@@ -240,7 +294,7 @@ def test_gpqa_multiline_fields_and_extra_columns(tmp_path):
     path = _gpqa_csv(tmp_path / "g.csv", [["old", "r1", "Line one\nline two?", "c", "i1", "i2", "i3", "e"],
                                           ["old", "r2", "Q?", "c", "i1", "i2", "", "e"]], header)
     with pytest.raises(TaskDataError, match=r"g\.csv:4: field `Incorrect Answer 3` is empty"):
-        GPQA(source="local", path=str(path)).load("test")
+        GPQA(source="local", path=str(path))
 
 
 @pytest.mark.parametrize("row, message", [
@@ -251,16 +305,16 @@ def test_gpqa_multiline_fields_and_extra_columns(tmp_path):
 def test_gpqa_bad_rows_name_file_line_and_field(tmp_path, row, message):
     path = _gpqa_csv(tmp_path / "gpqa_diamond.csv", [["ok", "Q?", "c", "i1", "i2", "i3"], row])
     with pytest.raises(TaskDataError, match=r"gpqa_diamond\.csv" + message):
-        GPQA(source="local", path=str(path)).load("test")
+        GPQA(source="local", path=str(path))  # the constructor reads every row
 
 
 def test_gpqa_header_subset_and_settings_errors(tmp_path):
     path = _gpqa_csv(tmp_path / "g.csv", [["r", "Q?", "c", "i1", "i2", "i3"]], GPQA_HEADER[:-1])
     with pytest.raises(TaskDataError, match=r"g\.csv:1: the header lacks column\(s\) 'Incorrect Answer 3'"):
-        GPQA(source="local", path=str(path)).load("test")
+        GPQA(source="local", path=str(path))
     main = _gpqa_csv(tmp_path / "gpqa_main.csv", [["r", "Q?", "c", "i1", "i2", "i3"]])
     with pytest.raises(TaskDataError, match="main subset's file but task.subset=diamond"):
-        GPQA(source="local", path=str(main)).load("test")
+        GPQA(source="local", path=str(main))
     assert len(GPQA(source="local", path=str(main), subset="main").load("test")) == 1
     with pytest.raises(TaskDataError, match="task.subset='tiny' is unknown"):
         GPQA(subset="tiny")
@@ -270,11 +324,10 @@ def test_gpqa_header_subset_and_settings_errors(tmp_path):
 
 # ---- the hub, offline (tests/conftest.py sets HF_DATASETS_OFFLINE) ----
 
-@pytest.mark.parametrize("task, hub_id", [(CommonsenseQA(source="hub"), "tau/commonsense_qa"),
-                                          (GPQA(source="hub"), "Idavidrein/gpqa")])
+@pytest.mark.parametrize("task, hub_id", [(CommonsenseQA, "tau/commonsense_qa"), (GPQA, "Idavidrein/gpqa")])
 def test_hub_fails_in_one_line_offline(task, hub_id):
     with pytest.raises(TaskDataError) as err:
-        task.load("test")
+        task(source="hub")  # the constructor reads the hub, before any model loads
     message = str(err.value)
     assert "\n" not in message and hub_id in message and "Offline?" in message
     assert "task.source=local task.path=" in message
