@@ -12,6 +12,7 @@ from harness.evaluation.metrics import pass_at_k, per_prompt_values, prompt_set_
 from harness.reporting.aggregate import aggregate
 from harness.reporting.comparisons import (ONE_SEED, PromptSetMismatch, comparisons, pairs, paired_bootstrap,
                                            t_interval)
+from harness.reporting.stats import MAX_BOOT, MC_TARGET, N_BOOT, newcombe_paired
 from harness.reporting.report import rebuild
 
 PROMPTS = prompt_set_id([f"prompt {i}" for i in range(100)])
@@ -55,12 +56,15 @@ def test_a_planted_difference_is_detected_by_prompt_pairing(tmp_path):
     (row,) = df.itertuples()
     assert row.kind == "trained vs base" and row.comparison == "ES vs Original" and row.metric == "greedy_acc"
     assert row.difference == pytest.approx(0.30) and row.ci_low > 0.15 and row.result == "detected"
-    assert row.pairing == "by prompt (paired bootstrap)" and row.n_prompts == 100 and row.n_seeds == 1
+    assert row.pairing == "by prompt (exact McNemar)" and row.n_prompts == 100 and row.n_seeds == 1
+    assert (row.n_up, row.n_down) == (30, 0) and row.p_value == pytest.approx(2 * 0.5 ** 30)  # 0/1: exact test
+    assert (row.ci_low, row.ci_high) == pytest.approx(newcombe_paired(50, 30, 0, 20)[1:])
     assert row.note == ONE_SEED  # one seed: the table says it is paired by prompt only
     rebuild(tmp_path, tmp_path / "out")
     findings = (tmp_path / "out" / "findings.md").read_text()
     detected, not_detected = findings.split("## Not detected")
     assert "ES vs Original differs by +30.0 points [" in detected and "None." in not_detected
+    assert "exact McNemar, 30 up / 0 down, 1 seed / 100 prompts; p = 1.9e-09" in detected
     table = (tmp_path / "out" / "comparisons.md").read_text()
     assert "paired by prompt only" in table and "detected" in table
     assert "ES vs Original" in (tmp_path / "out" / "comparisons.csv").read_text()
@@ -91,7 +95,10 @@ def test_seed_pairing_matches_a_hand_computed_t_interval(tmp_path):
         put(tmp_path, f"grpo{s}", "GRPO lr=1", grpo[s], method="grpo", seed=s, grid="GRPO", point={"lr": 1}, val=0.5)
     df = comparisons(aggregate(tmp_path))
     rows = df[df["kind"] == "ES vs RL"]
+    # seeds averaged per prompt are not 0/1 (thirds): the prompt row is bootstrapped, with its p
     assert list(rows["pairing"]) == ["by prompt (paired bootstrap)", "by seed (Student-t)"]
+    boot = rows.iloc[0]   # thirds on 100 prompts: a bound on a step of the lattice may stop at MAX_BOOT above target
+    assert boot["n_boot"] >= N_BOOT and (boot["mc_error"] < MC_TARGET or boot["n_boot"] == MAX_BOOT)
     assert rows.iloc[0]["comparison"] == "ES vs GRPO (chosen on validation: GRPO lr=1)"
     seed = rows.iloc[1]
     d = np.array([es[s].mean() - grpo[s].mean() for s in range(3)])
@@ -250,3 +257,59 @@ def test_rl_columns_without_a_grid_are_compared_to_es_on_the_summary_metrics(tmp
     k = es_rl[(es_rl["metric"] == "kl_to_base") & es_rl["comparison"].str.endswith("beta=0.01")].iloc[0]
     assert k["ci_high"] < 0  # ES moved less from the base than GRPO at beta 0.01
     assert not (df["kind"] == "variant vs full ES").any()
+
+
+def test_seven_up_one_down_is_not_a_detection(tmp_path):
+    """real_cpu's shape (issue 33): +2.0 points on 300 prompts from 7 prompts gained and 1 lost. The exact McNemar
+    p is 2 x (1 + 8) / 2^8 = 0.0703, so it is not detected, and Newcombe's interval spans 0 with it."""
+    base = np.zeros(300, int)
+    base[:37] = 1                        # 12.3%, as real_cpu's Original
+    trained = base.copy()
+    trained[0] = 0                       # one prompt lost
+    trained[100:107] = 1                 # seven gained
+    put(tmp_path, "a", "Original", base, method="base", trains=False)
+    put(tmp_path, "b", "ES", trained)
+    (row,) = comparisons(aggregate(tmp_path)).itertuples()
+    assert row.difference == pytest.approx(0.02) and (row.n_up, row.n_down) == (7, 1)
+    assert row.p_value == pytest.approx(0.0703, abs=1e-4) and row.result == "not detected"
+    assert row.ci_low < 0 < row.ci_high
+
+
+def test_constant_columns_are_not_testable_and_not_in_m(tmp_path):
+    """Greedy 0 on every prompt on both sides (conciseness_cpu's 0 vs 0) and KL to base against the base's KL,
+    0 by definition: 'not testable', never detected, and left out of m; the rows that can be tested keep their
+    test. Two constant columns of a non-0/1 score are not testable either."""
+    rng = np.random.default_rng(4)
+
+    def rec(name, label, method, reward, kl, trains=True):
+        m = {"greedy_acc": entry([0] * 40)}
+        for key, v in (("mean_reward", reward), ("kl_to_base", kl)):
+            e = entry([0] * 40)
+            e.update(mean=float(np.mean(v)), per_prompt=[float(x) for x in v])
+            m[key] = e
+        write_record(tmp_path / name, Record(status="ok", label=label, model="m", method=method, trains=trains,
+                                             seed=0, cell=label, metrics={"test": m}, started_at=len(name)))
+    base = rng.random(40)
+    rec("a", "Original", "base", base, np.zeros(40), trains=False)
+    rec("b", "ES", "es", base + rng.normal(0, 0.05, 40), 0.001 + rng.random(40) / 1000)
+    rec("c", "GRPO", "grpo", base + 0.2 + rng.normal(0, 0.05, 40), 1 + rng.random(40))
+    agg = aggregate(tmp_path)
+    agg["manifest"] = type("M", (), {"es_reference": None, "summary_metrics": ["mean_reward", "kl_to_base"]})()
+    df = comparisons(agg)
+    untestable = df[df["result"].str.startswith("not testable")]
+    assert set(zip(untestable["comparison"], untestable["metric"])) == {
+        ("ES vs Original", "greedy_acc"), ("GRPO vs Original", "greedy_acc"), ("ES vs GRPO", "greedy_acc"),
+        ("ES vs Original", "kl_to_base"), ("GRPO vs Original", "kl_to_base")}
+    assert untestable["p_value"].isna().all() and (untestable["pairing"] == "none").all()
+    assert "identical (both 0.0 points on all 40 prompts)" in untestable.iloc[0]["result"]
+    assert "0 by definition" in untestable[untestable["metric"] == "kl_to_base"].iloc[0]["result"]
+    tested = df[df["p_value"].notna()]
+    assert len(tested) == 4 and (tested["pairing"] == "by prompt (paired bootstrap)").all()
+    from harness.reporting.findings import findings_markdown
+    md = findings_markdown(df, "x")
+    assert "m = 4 tests (rows with a p; 5 not testable, not in m)" in md and "## Not testable" in md
+    assert "0.05 x m = 0.2" in md and "20000 resamples" in md
+
+    from harness.reporting.comparisons import untestable as why
+    assert "both columns are constant" in why(np.full(5, 0.5), np.full(5, 0.25), "mean_reward", False)
+    assert why(np.ones(5), np.zeros(5), "greedy_acc", False) == ""  # 0/1: all 5 prompts moved, McNemar tests it

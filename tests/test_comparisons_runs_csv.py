@@ -62,6 +62,27 @@ def test_planted_difference_is_detected_with_the_hand_computed_t_interval(tmp_pa
     assert r.result == "detected" and r.ci_low > 0 and r.n_seeds == 3 and r.kind == "trained vs base"
     assert r.pairing == "by seed (Student-t)" and r.note == SEED_ONLY
     assert (r.difference, r.ci_low, r.ci_high) == pytest.approx(t_interval(d))
+    # its p: the two-sided t-test on the same differences; t = 11.67 / (1.756 / sqrt 3) = 11.51 on 2 df; with
+    # 2 df the t tail has a closed form, P(|T| > t) = 1 - t / sqrt(2 + t^2)
+    t = mean / (sd / math.sqrt(3))
+    assert r.p_value == pytest.approx(1 - t / math.sqrt(2 + t * t)) and r.p_value == pytest.approx(0.00747, abs=1e-5)
+
+
+def test_benjamini_hochberg_runs_over_the_files_rows(tmp_path):
+    """Every row with a p is one of m tests; a row is detected only when it survives BH at q = 0.05, and a
+    p < 0.05 that does not survive reads "nominal only" in both files (the header counts them)."""
+    df = comparisons_from_runs_csv(synthetic(tmp_path), tmp_path / "out")
+    m = len(df)
+    ranked = np.sort(df["p_value"].to_numpy())
+    k = max([i + 1 for i, p in enumerate(ranked) if p <= 0.05 * (i + 1) / m], default=0)   # the step-up rule
+    assert int((df["result"] == "detected").sum()) == k
+    assert set(df.loc[df["p_value"] >= 0.05, "result"]) <= {"not detected"}
+    assert (df.loc[df["result"] == "detected", "p_bh"] <= 0.05).all()
+    nominal = df[(df["p_value"] < 0.05) & (df["result"] != "detected")]
+    assert (nominal["result"] == "nominal only").all()
+    findings = (tmp_path / "out" / "findings.md").read_text()
+    assert f"m = {m} tests" in findings and f"0.05 x m = {0.05 * m:.1f}" in findings
+    assert f"surviving Benjamini-Hochberg at q = 0.05: {k}." in findings
 
 
 def test_null_difference_is_not_detected(tmp_path):
@@ -141,8 +162,10 @@ def test_it_agrees_with_the_reports_seed_rows_on_a_runs_csv_the_report_wrote(tmp
 def test_command_line_and_bad_input(tmp_path, capsys):
     path = synthetic(tmp_path)
     assert main([str(path), "--out", str(tmp_path / "cli")]) == 0
-    detected = int((pd.read_csv(tmp_path / "cli" / "comparisons.csv")["result"] == "detected").sum())
-    assert f"10 comparisons, {detected} detected, 0 not paired" in capsys.readouterr().out and 0 < detected < 10
+    csv = pd.read_csv(tmp_path / "cli" / "comparisons.csv")
+    detected, nominal = int((csv["result"] == "detected").sum()), int((csv["p_value"] < 0.05).sum())
+    assert (f"10 comparisons, m = 10 tests, {nominal} nominal (p < 0.05), {detected} detected (Benjamini-Hochberg, "
+            "q = 0.05), 0 not paired") in capsys.readouterr().out and 0 < detected <= nominal < 10
     assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == ["comparisons.csv", "comparisons.md", "findings.md"]
     assert main([str(path), "--n-prompts", "7", "--out", str(tmp_path / "bad")]) == 2   # 0.2 is not k/7
     assert "does not fit these runs" in capsys.readouterr().err and not (tmp_path / "bad").exists()

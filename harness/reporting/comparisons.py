@@ -1,4 +1,4 @@
-"""Paired comparisons of an experiment's rows, computed from its records (issue 22 item 1).
+"""Paired comparisons of an experiment's rows, computed from its records (issue 22 item 1; tests issue 33).
 
 The tables put intervals side by side; this pairs. Input: aggregate()'s output (reporting/aggregate.py),
 so the rows compared are the main table's rows, RL grids already reduced to their point chosen on
@@ -15,30 +15,37 @@ validation. Per model, these comparisons (A vs B, difference = A - B) on the tes
 - population: rows of one cell with a `population` axis, each N vs N=30.
 
 Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have; and the experiment's
-`summary_metrics`, e.g. mean_reward and kl_to_base) gets:
-- paired by prompt, always: each side's per-prompt scores averaged over its successful seeds, then a
-  paired bootstrap over the same test prompts (resample prompt ids, mean of the differences);
-- paired by seed, with >= 2 paired seeds: a Student-t 95% interval over the per-seed differences of the
-  run means (seeds matched by value; an untrained row that ran once, unseeded, is the partner of every seed).
-With one seed the prompt row says "one seed: paired by prompt only". A difference is `detected` only when
-its 95% interval excludes 0, otherwise "not detected". Per-seed differences that are all equal (e.g. one
-prompt apart in each of two seeds) give a zero-width Student-t interval, which is not evidence: that row
-is "not paired" and says why. Records made before per-prompt scores were kept
-get a row saying so, never an unpaired substitute. Runs evaluated on different test prompt sets are
-refused (PromptSetMismatch, one line); the report writes that line instead of the comparisons.
+`summary_metrics`, e.g. mean_reward and kl_to_base) gets (the tests: harness/reporting/stats.py):
+- paired by prompt, always, each side's per-prompt scores averaged over its successful seeds first. 0/1
+  outcomes (greedy correctness of one run a side): the exact McNemar test on the prompts that changed gives
+  p, Newcombe's paired score interval the 95% interval. Other scores: a paired bootstrap over the same test
+  prompts (resample prompt ids, mean of the differences), p from the same resamples, resampled until each
+  bound's Monte-Carlo error is under 0.1 point;
+- paired by seed, with >= 2 paired seeds: a Student-t 95% interval and t-test over the per-seed differences
+  of the run means (seeds matched by value; an untrained row that ran once, unseeded, is the partner of every
+  seed).
+With one seed the prompt row says "one seed: paired by prompt only". Benjamini-Hochberg at q = 0.05 runs
+over every row with a p (m of them): a difference is `detected` only when it survives, `nominal only` when
+p < 0.05 does not survive, otherwise "not detected". Not testable, and not in m: columns identical on every
+prompt (0 vs 0), two constant columns of a score that is not 0/1, and a quantity that is 0 by definition on
+the base (kl_to_base: the base's distance to itself). Per-seed differences that are all equal give a
+zero-width Student-t interval, which is not evidence: that row is "not paired" and says why. Records made
+before per-prompt scores were kept get a row saying so, never an unpaired substitute. Runs evaluated on
+different test prompt sets are refused (PromptSetMismatch, one line); the report writes that line instead
+of the comparisons.
 
-Written by report.py: comparisons.md, comparisons.csv, findings.md (detected differences, then the
-comparisons where nothing was detected, each with its interval).
+Written by report.py: comparisons.md, comparisons.csv, findings.md (reporting/findings.py: the multiplicity
+header, then detected, nominal only and not detected rows, each with its interval and p).
 
 From a committed runs.csv (no records): `python -m harness.reporting.comparisons results/<exp>/runs.csv`
 (or comparisons_from_runs_csv(path, out_dir)) writes the same three files from the runs table alone
 (one row per run, its test means): the same rows (points_frame and choose of reporting/aggregate.py,
 so grids are reduced to their point chosen on validation exactly as the report does), the same
-pairs, paired by seed only (the Student-t interval above over the per-seed differences of run
-means); the file headers and every row say so. A comparison with fewer than 2 paired seeds is
-"not paired", never an unpaired substitute.
+pairs, paired by seed only (the Student-t interval and t-test above over the per-seed differences of run
+means), Benjamini-Hochberg over those rows; the file headers and every row say so. A comparison with fewer
+than 2 paired seeds is "not paired", never an unpaired substitute.
 
-    python -m pytest tests/test_comparisons.py tests/test_comparisons_runs_csv.py -q
+    python -m pytest tests/test_comparisons.py tests/test_comparisons_runs_csv.py tests/test_stats.py -q
 """
 from __future__ import annotations
 
@@ -55,22 +62,27 @@ from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.records import Record
 from harness.evaluation.metrics import per_prompt_values
+from harness.reporting import stats
 from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
+from harness.reporting.findings import (BOOTSTRAP, DETECTED, MCNEMAR, NOMINAL, NOT_DETECTED, STUDENT,
+                                        comparisons_markdown, counts, findings_markdown, fmt)
 from harness.reporting.format import is_percent, isnan
 from harness.reporting.update_claims import with_claims
 
-N_BOOT = 2000
+N_BOOT = stats.N_BOOT
 SEED = 0
 PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
 RL_METHODS = ("grpo", "ppo")
+ZERO_AT_BASE = ("kl_to_base",)   # measured against the base: the base's own value is 0 by definition
 PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
 DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
               "spread to estimate (zero width); more seeds are needed")
 NO_PER_PROMPT = "no per-prompt scores in these records (made before {since}); rerun to pair"
 ONE_SEED = "one seed: paired by prompt only"
+NOT_TESTABLE = "not testable: {why}"
 FILES = ("comparisons.md", "comparisons.csv", "findings.md")
 COLUMNS = ["model", "kind", "comparison", "metric", "difference", "ci_low", "ci_high", "n_seeds", "n_prompts",
-           "pairing", "result", "note"]
+           "pairing", "result", "note", "p_value", "p_bh", "n_up", "n_down", "n_boot", "mc_error"]
 
 
 class PromptSetMismatch(UserError, ValueError):
@@ -78,15 +90,10 @@ class PromptSetMismatch(UserError, ValueError):
 
 
 def paired_bootstrap(a, b, n_boot: int = N_BOOT, seed: int = SEED, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean of a - b, low, high): percentile bootstrap over prompts, both sides resampled with the same ids."""
-    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    if d.size == 0:
-        return math.nan, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(axis=1)
-    alpha = (1 - level) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(d.mean()), float(low), float(high)
+    """(mean of a - b, low, high): percentile bootstrap over prompts, both sides resampled with the same ids
+    (stats.paired_bootstrap, which also gives p and the bounds' Monte-Carlo error)."""
+    r = stats.paired_bootstrap(np.asarray(a, dtype=float) - np.asarray(b, dtype=float), seed, level, n_boot)
+    return r.mean, r.low, r.high
 
 
 def t_interval(diffs) -> tuple[float, float, float]:
@@ -97,8 +104,16 @@ def t_interval(diffs) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def _detected(low: float, high: float) -> str:
-    return "detected" if low > 0 or high < 0 else "not detected"
+def multiplicity(df: pd.DataFrame, q: float = stats.Q) -> pd.DataFrame:
+    """Benjamini-Hochberg over the rows with a p (the file's m tests): each gets its adjusted p and its result,
+    `detected` (survives), `nominal only` (p < 0.05, does not survive) or `not detected`."""
+    df = df.astype({"result": object})
+    adj, survives = stats.benjamini_hochberg(df["p_value"].to_numpy(dtype=float), q)
+    df["p_bh"] = adj
+    for i, (p, keep) in enumerate(zip(df["p_value"], survives)):
+        if not isnan(p):
+            df.iat[i, df.columns.get_loc("result")] = DETECTED if keep else NOMINAL if p < stats.ALPHA else NOT_DETECTED
+    return df
 
 
 def _run_rows(row: pd.Series, runs: pd.DataFrame) -> pd.DataFrame:
@@ -198,9 +213,45 @@ def _seed_diffs(a: list, b: list, b_once: bool) -> list[float]:
     return [sa[s] - sb[s] for s in sa if s in sb]
 
 
+def untestable(ma: np.ndarray, mb: np.ndarray, metric: str, b_is_base: bool) -> str:
+    """Why A vs B on these per-prompt columns admits no test ('' when it does): nothing in them can differ."""
+    def const(c):
+        return float(np.ptp(c)) == 0.0
+    unit = " points" if is_percent(metric) else ""
+    if np.array_equal(ma, mb):
+        same = f"both {fmt(ma[0], metric).lstrip('+')}{unit} on all {ma.size} prompts" if const(ma) else \
+            "the same value on each prompt"
+        return f"the two columns are identical ({same}): no test can find a difference"
+    if metric in ZERO_AT_BASE and b_is_base and const(mb) and mb[0] == 0:
+        return (f"the base's {metric} is 0 by definition (its distance to itself), so the difference is A's own "
+                f"{metric}, above 0 after any update; read A's value in table.md")
+    if const(ma) and const(mb) and not stats.is_binary(ma, mb):
+        return "both columns are constant: the differences have no spread to resample"
+    return ""
+
+
+def _by_prompt(base: dict, ma: np.ndarray, mb: np.ndarray, b_is_base: bool, seeds: int, note: str,
+               n_boot: int, seed: int) -> dict:
+    """The row paired by prompt: exact McNemar with Newcombe's interval for 0/1 columns, else the bootstrap."""
+    row = {**base, "n_seeds": seeds, "n_prompts": len(ma), "note": note, "result": ""}
+    why = untestable(ma, mb, base["metric"], b_is_base)
+    if why:
+        return {**row, "difference": float(np.mean(ma - mb)), "ci_low": math.nan, "ci_high": math.nan,
+                "pairing": "none", "result": NOT_TESTABLE.format(why=why), "p_value": math.nan}
+    if stats.is_binary(ma, mb):
+        both, up, down, neither = stats.discordant(ma, mb)
+        d, lo, hi = stats.newcombe_paired(both, up, down, neither)
+        return {**row, "difference": d, "ci_low": lo, "ci_high": hi, "pairing": MCNEMAR,
+                "p_value": stats.mcnemar_exact(up, down), "n_up": up, "n_down": down}
+    r = stats.paired_bootstrap(ma - mb, seed, n_boot=n_boot)
+    return {**row, "difference": r.mean, "ci_low": r.low, "ci_high": r.high, "pairing": BOOTSTRAP,
+            "p_value": r.p, "n_boot": r.n_boot, "mc_error": r.mc_error}
+
+
 def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, by_path: dict, metric: str,
             n_boot: int = N_BOOT, seed: int = SEED) -> list[dict]:
-    """The comparison rows (paired by prompt; by seed when >= 2 seeds pair) of A vs B on `metric`."""
+    """The comparison rows (paired by prompt; by seed when >= 2 seeds pair) of A vs B on `metric`; each
+    testable row has its p (the result is set by multiplicity(), over the whole file)."""
     base = dict(model=a_row["model"], kind=kind, comparison=f"{_name(a_row)} vs {_name(b_row)}", metric=metric)
     (a, old_a), (b, old_b) = _scores(_runs(a_row, runs, by_path), metric), _scores(_runs(b_row, runs, by_path), metric)
     if a == [] or b == []:
@@ -219,13 +270,12 @@ def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, b
             "and eval.n_prompts")
     ma = np.mean([v for _, _, v in a], axis=0)
     mb = np.mean([v for _, _, v in b], axis=0)
-    diffs = _seed_diffs(a, b, b_once=not bool(b_row.get("trains", True)))
+    b_is_base = not bool(b_row.get("trains", True))
+    diffs = _seed_diffs(a, b, b_once=b_is_base)
     seeds = max(len({s for s, *_ in a}), len(diffs))
-    d, lo, hi = paired_bootstrap(ma, mb, n_boot, seed)
     note = ONE_SEED if len(diffs) < 2 else "seeds averaged per prompt first"
-    rows = [{**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": seeds, "n_prompts": len(ma),
-             "pairing": "by prompt (paired bootstrap)", "result": _detected(lo, hi), "note": note}]
-    if len(diffs) >= 2:
+    rows = [_by_prompt(base, ma, mb, b_is_base, seeds, note, n_boot, seed)]
+    if len(diffs) >= 2 and not (metric in ZERO_AT_BASE and b_is_base and rows[0]["pairing"] == "none"):
         rows.append(_by_seed(base, diffs, len(ma), "per-seed differences of run means"))
     return rows
 
@@ -235,16 +285,17 @@ def _by_seed(base: dict, diffs: list[float], n_prompts, note: str) -> dict:
     seeds) leave no spread to estimate, and a zero-width interval is not evidence: that row is not paired."""
     d, lo, hi = t_interval(diffs)
     if float(np.std(diffs)) == 0.0:
-        each = _fmt(d, base["metric"]) + (" points" if is_percent(base["metric"]) else "")
+        each = fmt(d, base["metric"]) + (" points" if is_percent(base["metric"]) else "")
         return {**base, "difference": d, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
-                "n_prompts": n_prompts, "pairing": "none", "note": note,
+                "n_prompts": n_prompts, "pairing": "none", "note": note, "p_value": math.nan,
                 "result": DEGENERATE.format(n=len(diffs), d=each)}
     return {**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n_prompts,
-            "pairing": "by seed (Student-t)", "result": _detected(lo, hi), "note": note}
+            "pairing": STUDENT, "result": "", "note": note, "p_value": stats.t_test(diffs)}
 
 
 def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
-    """Every comparison row of an aggregated experiment (aggregate()'s output); raises PromptSetMismatch."""
+    """Every comparison row of an aggregated experiment (aggregate()'s output), Benjamini-Hochberg over the
+    rows with a p; raises PromptSetMismatch."""
     main, runs = agg["main"], agg["runs"]
     if main.empty or "status" not in main:
         return pd.DataFrame(columns=COLUMNS)
@@ -254,68 +305,7 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
     metrics = paired_metrics(metric_names(runs), getattr(man, "summary_metrics", None) or [])
     rows = [row for kind, a, b in pairs(main, named) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def _fmt(v: float, metric: str) -> str:
-    if isnan(v):
-        return "-"
-    return f"{100 * v:+.1f}" if is_percent(metric) else f"{v:+.3f}"
-
-
-def _interval(r) -> str:
-    unit = " points" if is_percent(r["metric"]) else ""
-    return f"{_fmt(r['difference'], r['metric'])}{unit} [{_fmt(r['ci_low'], r['metric'])}, {_fmt(r['ci_high'], r['metric'])}]"
-
-
-def _n(r) -> str:
-    if r["pairing"] == "none":
-        return "-"
-    seeds = f"{int(r['n_seeds'])} seed{'s' * (int(r['n_seeds']) != 1)}"
-    return seeds if isnan(r["n_prompts"]) else f"{seeds} / {int(r['n_prompts'])} prompts"  # runs.csv: no prompts
-
-
-NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% interval: "
-        "by prompt, a paired bootstrap over the same test prompts (seeds averaged per prompt first); by seed, a "
-        "Student-t interval over per-seed differences of the run means. `detected` only when the interval excludes 0. "
-        "RL rows are each grid's point chosen on validation.")
-
-
-def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
-    head = ["model", "comparison", "metric", "difference [95% CI]", "seeds / prompts", "paired", "result", "note"]
-    lines = [f"# {title}: paired comparisons\n", *([preface + "\n"] if preface else []),
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for _, r in df.iterrows():
-        cells = [r["model"], r["comparison"], r["metric"], "-" if r["pairing"] == "none" else _interval(r), _n(r),
-                 r["pairing"], r["result"], r["note"] or ""]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    if df.empty:
-        lines.append("\nNothing to compare (no pair of successful rows: see the module docstring of "
-                     "harness/reporting/comparisons.py for the rules).")
-    return "\n".join(lines) + f"\n\n{NOTE}\n"
-
-
-def findings_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
-    """Detected differences, then not detected ones, each with its paired interval; then rows not paired."""
-    def line(r, claim: bool) -> str:
-        how = f"paired {r['pairing']}, {_n(r)}"
-        if claim:
-            return (f"- {r['model']}, {r['metric']}: {r['comparison']} differs by {_interval(r)} "
-                    f"({how}; the interval excludes 0).\n")
-        return f"- {r['model']}, {r['metric']}: {r['comparison']}: not detected, {_interval(r)} ({how}).\n"
-    paired = df[df["pairing"] != "none"]
-    found = paired[paired["result"] == "detected"]
-    none = paired[paired["result"] != "detected"]
-    text = f"# {title}: findings\n\n" + (preface + "\n\n" if preface else "")
-    text += "Evidence rule: a sentence claiming a difference quotes a paired 95% interval " \
-            "that excludes zero; otherwise it says \"not detected\".\n\n## Differences detected\n\n"
-    text += "".join(line(r, True) for _, r in found.iterrows()) or "None.\n"
-    text += "\n## Not detected\n\n" + ("".join(line(r, False) for _, r in none.iterrows()) or "None.\n")
-    unpaired = df[df["pairing"] == "none"]
-    if not unpaired.empty:
-        text += "\n## Not paired\n\n" + "".join(f"- {r['model']}, {r['metric']}: {r['comparison']}: {r['result']}\n"
-                                                for _, r in unpaired.iterrows())
-    return text
+    return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
 
 def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
@@ -354,9 +344,10 @@ def not_updated(main: pd.DataFrame | None) -> str:
 SEED_ONLY = "paired by seed only: the records predate per-prompt scores (rerun for prompt pairing)"
 NOT_PAIRED_SEEDS = "not paired: {n} paired seed{s} (a seed interval needs 2); " + SEED_ONLY
 RUNS_CSV_HEAD = ("**{cap}.** Computed from `{src}` alone (one row per run: its test means) by "
-                 "`python -m harness.reporting.comparisons {src}{flags}`{prompts}: the same rows (RL grids at their point chosen on "
-                 "validation) and the same pairs as the report makes from records, each a Student-t 95% interval over "
-                 "the per-seed differences of run means; none is paired by prompt.")
+                 "`python -m harness.reporting.comparisons {src}{flags}`{prompts}: the same rows (RL grids at their "
+                 "point chosen on validation) and the same pairs as the report makes from records, each a Student-t "
+                 "95% interval over the per-seed differences of run means with its t-test p, Benjamini-Hochberg over "
+                 "them; none is paired by prompt.")
 
 
 def read_runs_csv(path: Path) -> pd.DataFrame:
@@ -407,14 +398,16 @@ def compare_by_seed(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.Data
     if len(diffs) < 2:
         return [{**base, "difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
                  "n_prompts": n, "pairing": "none",
-                 "result": NOT_PAIRED_SEEDS.format(n=len(diffs), s="s" * (len(diffs) != 1)), "note": SEED_ONLY}]
+                 "result": NOT_PAIRED_SEEDS.format(n=len(diffs), s="s" * (len(diffs) != 1)), "note": SEED_ONLY,
+                 "p_value": math.nan}]
     return [_by_seed(base, diffs, n, SEED_ONLY)]
 
 
 def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_prompts: int | None = None
                         ) -> pd.DataFrame:
     """Every comparison of a runs frame (no records), paired by seed only: the report's rows
-    (points_frame, choose) and pairs(), one Student-t row per comparison and metric."""
+    (points_frame, choose) and pairs(), one Student-t row per comparison and metric, Benjamini-Hochberg over
+    them."""
     if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
     if n_prompts is not None:
@@ -423,7 +416,7 @@ def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_pro
     metrics = [m for m in metric_names(runs) if m.startswith(PAIRED_METRICS)]
     rows = [row for kind, a, b in pairs(main) for m in metrics
             for row in compare_by_seed(kind, a, b, runs, m, n_prompts)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
 
 def comparisons_from_runs_csv(path: Path, out_dir: Path | None = None, title: str | None = None,
@@ -468,9 +461,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"esbench: error: {e}", file=sys.stderr)
         return 2
-    paired = df[df["pairing"] != "none"]
-    print(f"{len(df)} comparisons, {int((paired['result'] == 'detected').sum())} detected, "
-          f"{len(df) - len(paired)} not paired: {args.out or args.runs_csv.parent}/"
+    c = counts(df)
+    print(f"{len(df)} comparisons, m = {c['m']} tests, {c['nominal']} nominal (p < 0.05), {c['bh']} detected "
+          f"(Benjamini-Hochberg, q = 0.05), {c['not_paired']} not paired: {args.out or args.runs_csv.parent}/"
           f"{{{','.join(FILES)}}}")
     return 0
 

@@ -1,0 +1,159 @@
+"""How the paired comparisons read: comparisons.md (every row) and findings.md (the rows by verdict).
+
+The rows come from comparisons.py; each testable row has its test's p and its Benjamini-Hochberg adjusted p
+over the file (harness/reporting/stats.py). Both files open with the file's multiplicity: m testable rows,
+the nominal detections (p < 0.05), the number expected by chance if no difference were real (0.05 x m),
+and the BH survivors at q = 0.05. "detected" means BH-surviving; "nominal only" a p < 0.05 that does not
+survive. Rows that are not testable (constant columns, a quantity that is 0 by definition on one side) or
+not paired are listed with the reason and are not in m.
+
+    python -m pytest tests/test_comparisons.py -q
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.reporting.format import is_percent, isnan
+from harness.reporting.stats import ALPHA, MAX_BOOT, MC_TARGET, N_BOOT, Q
+
+DETECTED, NOMINAL, NOT_DETECTED = "detected", "nominal only", "not detected"
+MCNEMAR, BOOTSTRAP, STUDENT = "by prompt (exact McNemar)", "by prompt (paired bootstrap)", "by seed (Student-t)"
+
+NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% "
+        "interval and its test's two-sided p. By prompt, 0/1 outcomes (greedy correctness): the exact McNemar test "
+        "(binomial on the prompts that changed: up = A right and B wrong, down = the reverse) and Newcombe's paired "
+        "score interval; other per-prompt scores: a paired bootstrap over the same test prompts (seeds averaged per "
+        "prompt first), p from the same resamples. By seed: a Student-t interval and t-test over per-seed "
+        "differences of the run means. `detected` only when the row's p survives Benjamini-Hochberg at q = 0.05 over "
+        "the file's testable rows; `nominal only` when p < 0.05 does not survive. The interval and the test are "
+        "separate procedures and can disagree at the margin: the p decides. RL rows are each grid's point chosen "
+        "on validation.")
+EVIDENCE = ("Evidence rule: a sentence claiming a difference quotes a row detected here (its p survives "
+            "Benjamini-Hochberg at q = 0.05 over this file's m tests), with its interval and p; a \"nominal only\" "
+            "row (p < 0.05 that does not survive) is not a detection; otherwise the sentence says \"not detected\".")
+
+
+def fmt(v: float, metric: str) -> str:
+    if isnan(v):
+        return "-"
+    return f"{100 * v:+.1f}" if is_percent(metric) else f"{v:+.3f}"
+
+
+def interval(r) -> str:
+    unit = " points" if is_percent(r["metric"]) else ""
+    if isnan(r["ci_low"]):
+        return f"{fmt(r['difference'], r['metric'])}{unit}"
+    low, high = fmt(r["ci_low"], r["metric"]), fmt(r["ci_high"], r["metric"])
+    return f"{fmt(r['difference'], r['metric'])}{unit} [{low}, {high}]"
+
+
+def n_text(r) -> str:
+    if r["pairing"] == "none" or isnan(r["n_seeds"]):
+        return "-"
+    seeds = f"{int(r['n_seeds'])} seed{'s' * (int(r['n_seeds']) != 1)}"
+    return seeds if isnan(r["n_prompts"]) else f"{seeds} / {int(r['n_prompts'])} prompts"  # runs.csv: no prompts
+
+
+def p_text(p: float, floor: bool = False) -> str:
+    if isnan(p):
+        return "-"
+    return ("<= " if floor else "") + (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+
+
+def _floor(r) -> bool:
+    """A bootstrap p at its floor (no resample on the far side of 0): the true p is at most this."""
+    b = r.get("n_boot")
+    return r["pairing"] == BOOTSTRAP and not isnan(b) and abs(r["p_value"] - 2 / (b + 1)) < 1e-12
+
+
+def method_text(r) -> str:
+    """The row's test, with what it rests on (discordant prompts, resamples)."""
+    if r["pairing"] == MCNEMAR:
+        return f"exact McNemar, {int(r['n_up'])} up / {int(r['n_down'])} down"
+    if r["pairing"] == BOOTSTRAP:
+        return f"paired bootstrap, {int(r['n_boot'])} resamples"
+    return "Student-t over seeds" if r["pairing"] == STUDENT else str(r["pairing"])
+
+
+def counts(df: pd.DataFrame) -> dict:
+    """m (testable rows), nominal detections, BH survivors, rows not testable and not paired."""
+    tested = df[df["p_value"].notna()] if "p_value" in df else df.iloc[:0]
+    testable_none = df["result"].astype(str).str.startswith("not testable")
+    return {"m": len(tested), "nominal": int((tested["p_value"] < ALPHA).sum()),
+            "bh": int((tested["result"] == DETECTED).sum()), "not_testable": int(testable_none.sum()),
+            "not_paired": int(((df["pairing"] == "none") & ~testable_none).sum())}
+
+
+def multiplicity_head(df: pd.DataFrame) -> str:
+    """The header both files open with: m, nominal, expected by chance, BH survivors; the tests' resampling."""
+    c = counts(df)
+    left = [f"{c['not_testable']} not testable"] * bool(c["not_testable"]) + \
+           [f"{c['not_paired']} not paired"] * bool(c["not_paired"])
+    out = f"; {' and '.join(left)}, not in m" if left else ""
+    text = (f"**Multiplicity.** m = {c['m']} tests (rows with a p{out}). "
+            f"Nominal detections (p < {ALPHA:g}): {c['nominal']}; expected by chance if no difference were real: "
+            f"{ALPHA:g} x m = {ALPHA * c['m']:.1f}; surviving Benjamini-Hochberg at q = {Q:g}: {c['bh']}. "
+            "Below, \"detected\" means BH-surviving and \"nominal only\" a p < 0.05 that does not survive.")
+    boot = df[df["pairing"] == BOOTSTRAP] if "n_boot" in df else df.iloc[:0]
+    if boot.empty:
+        return text + " No row here is bootstrapped (McNemar and Student-t rows have no Monte-Carlo error)."
+    pct = boot["metric"].map(is_percent).astype(bool)
+    unit = " and ".join(
+        [f"{100 * boot.loc[pct, 'mc_error'].max():.3f} points on accuracy-type rows"] * bool(pct.any())
+        + [f"{boot.loc[~pct, 'mc_error'].max():.4f} on the others, in their units"] * bool((~pct).any()))
+    lo, hi = int(boot["n_boot"].min()), int(boot["n_boot"].max())
+    over = int((boot["mc_error"] >= MC_TARGET).sum())
+    stuck = (f" ({over} row{'s' * (over != 1)} stopped above it at {MAX_BOOT} resamples: each row's error is "
+             "comparisons.csv's mc_error; a bound sitting on a step of a discrete bootstrap distribution keeps "
+             "about half a step)" if over else "")
+    return text + (f" Bootstrap rows: {lo if lo == hi else f'{lo}-{hi}'} resamples (the count starts at {N_BOOT} and "
+                   f"doubles, up to {MAX_BOOT}, until each bound's Monte-Carlo error is under {100 * MC_TARGET:g} "
+                   "point); the largest "
+                   f"Monte-Carlo standard error of a bound here is {unit}{stuck}. A bootstrap p has Monte-Carlo "
+                   "error too, about sqrt(2p/B); p at its floor, 2/(B + 1), is marked <=.")
+
+
+def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
+    head = ["model", "comparison", "metric", "difference [95% CI]", "seeds / prompts", "test", "p", "BH p", "result",
+            "note"]
+    lines = [f"# {title}: paired comparisons\n", *([preface + "\n"] if preface else []), multiplicity_head(df) + "\n",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in df.iterrows():
+        cells = [r["model"], r["comparison"], r["metric"], "-" if isnan(r["difference"]) else interval(r), n_text(r),
+                 "none" if r["pairing"] == "none" else method_text(r), p_text(r["p_value"], _floor(r)),
+                 p_text(r["p_bh"]), r["result"], r["note"] or ""]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    if df.empty:
+        lines.append("\nNothing to compare (no pair of successful rows: see the module docstring of "
+                     "harness/reporting/comparisons.py for the rules).")
+    return "\n".join(lines) + f"\n\n{NOTE}\n"
+
+
+def _line(r) -> str:
+    p = p_text(r["p_value"], _floor(r))
+    p = p if p.startswith("<") else "= " + p
+    how = f"{method_text(r)}, {n_text(r)}; p {p}, BH-adjusted p = {p_text(r['p_bh'])}"
+    who = f"- {r['model']}, {r['metric']}: {r['comparison']}"
+    if r["result"] == DETECTED:
+        return f"{who} differs by {interval(r)} ({how}).\n"
+    return f"{who}: {r['result']}, {interval(r)} ({how}).\n"
+
+
+def findings_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
+    """Detected (BH) differences, nominal only, not detected, each with its interval and p; then rows not
+    testable and not paired, with the reason."""
+    tested = df[df["p_value"].notna()]
+    text = f"# {title}: findings\n\n" + (preface + "\n\n" if preface else "") + multiplicity_head(df) + "\n\n"
+    text += EVIDENCE + "\n"
+    for name, result in ((f"Differences detected (Benjamini-Hochberg, q = {Q:g})", DETECTED),
+                         (f"Nominal only (p < {ALPHA:g}, not surviving Benjamini-Hochberg)", NOMINAL),
+                         ("Not detected", NOT_DETECTED)):
+        text += f"\n## {name}\n\n" + ("".join(_line(r) for _, r in tested[tested["result"] == result].iterrows())
+                                      or "None.\n")
+    rest = df[df["p_value"].isna()]
+    untestable = rest["result"].astype(str).str.startswith("not testable")
+    for name, rows in (("Not testable", rest[untestable]), ("Not paired", rest[~untestable])):
+        if not rows.empty:
+            text += f"\n## {name}\n\n" + "".join(
+                f"- {r['model']}, {r['metric']}: {r['comparison']}: {r['result']}\n" for _, r in rows.iterrows())
+    return text
