@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.core.records import Record, write_record
+from harness.core.records import Manifest, Record, write_record
 from harness.evaluation.metrics import pass_at_k, per_prompt_values, prompt_set_id
 from harness.reporting.aggregate import aggregate
 from harness.reporting.comparisons import (ONE_SEED, PromptSetMismatch, comparisons, pairs, paired_bootstrap,
@@ -218,7 +218,7 @@ def test_identical_per_seed_differences_are_not_a_detection(tmp_path):
         put(tmp_path, f"a{s}", "ES exact", g, seed=s)
         put(tmp_path, f"b{s}", "ES inplace", np.roll(h, s), seed=s)
     agg = aggregate(tmp_path)
-    agg["manifest"] = type("M", (), {"es_reference": "ES exact"})()
+    agg["manifest"] = Manifest(es_reference="ES exact")
     df = comparisons(agg)
     seed = df[df["note"] == "per-seed differences of run means"].iloc[0]
     assert seed["pairing"] == "none" and seed["difference"] == pytest.approx(0.01)
@@ -247,7 +247,7 @@ def test_rl_columns_without_a_grid_are_compared_to_es_on_the_summary_metrics(tmp
     rec("c", "GRPO beta=0", "grpo", {"method.beta": 0.0}, base + 0.2, 1 + rng.random(100))
     rec("d", "GRPO beta=0.01", "grpo", {"method.beta": 0.01}, base + 0.1, 0.4 + rng.random(100) / 10)
     agg = aggregate(tmp_path)
-    agg["manifest"] = type("M", (), {"es_reference": None, "summary_metrics": ["mean_reward", "kl_to_base"]})()
+    agg["manifest"] = Manifest(summary_metrics=["mean_reward", "kl_to_base"])
     df = comparisons(agg)
     es_rl = df[df["kind"] == "ES vs RL"]
     assert set(es_rl["comparison"].str.split(" vs ").str[1]) == {"GRPO beta=0", "GRPO beta=0.01"}
@@ -294,7 +294,7 @@ def test_constant_columns_are_not_testable_and_not_in_m(tmp_path):
     rec("b", "ES", "es", base + rng.normal(0, 0.05, 40), 0.001 + rng.random(40) / 1000)
     rec("c", "GRPO", "grpo", base + 0.2 + rng.normal(0, 0.05, 40), 1 + rng.random(40))
     agg = aggregate(tmp_path)
-    agg["manifest"] = type("M", (), {"es_reference": None, "summary_metrics": ["mean_reward", "kl_to_base"]})()
+    agg["manifest"] = Manifest(summary_metrics=["mean_reward", "kl_to_base"])
     df = comparisons(agg)
     untestable = df[df["result"].str.startswith("not testable")]
     assert set(zip(untestable["comparison"], untestable["metric"])) == {

@@ -60,13 +60,14 @@ import pandas as pd
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
-from harness.core.records import Record
+from harness.core.records import Manifest, Record
 from harness.evaluation.metrics import per_prompt_values
 from harness.reporting import stats
 from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
 from harness.reporting.findings import (BOOTSTRAP, DETECTED, MCNEMAR, NOMINAL, NOT_DETECTED, STUDENT,
                                         comparisons_markdown, counts, findings_markdown, fmt)
 from harness.reporting.format import is_percent, isnan
+from harness.reporting.placebo import placebo_pairs
 from harness.reporting.update_claims import with_claims
 
 N_BOOT = stats.N_BOOT
@@ -154,17 +155,23 @@ def paired_metrics(present: list[str], summary: list[str]) -> list[str]:
     return out + [m for m in summary if m in present and m not in out]
 
 
-def pairs(main: pd.DataFrame, es_reference: str | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
+def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifest | None = None
+          ) -> list[tuple[str, pd.Series, pd.Series]]:
     """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only;
-    `es_reference`: the full-ES cell's label when the experiment names it."""
+    `es_reference`: the full-ES cell's label when the experiment names it; `manifest`: the cells' overrides,
+    which pair each placebo with its ES twin (reporting/placebo.py). A placebo is compared with base and
+    with its twin only: it is ES's null, not another ES to set against RL or the full-ES reference."""
+    placebo = placebo_pairs(main, manifest)
+    placebo_cells = {(b["model"], b["cell"]) for _, _, b in placebo}
     out = []
     ok = main[main["status"] == "ok"]
     for model in dict.fromkeys(ok["model"]):
         rows = [r for _, r in ok[ok["model"] == model].iterrows()]
-        trained = [r for r in rows if bool(r.get("trains", True))]
         base = next((r for r in rows if not bool(r.get("trains", True))), None)
+        nulls = [r for r in rows if (model, r["cell"]) in placebo_cells]
+        trained = [r for r in rows if bool(r.get("trains", True)) and (model, r["cell"]) not in placebo_cells]
         if base is not None:
-            out += [("trained vs base", r, base) for r in trained]
+            out += [("trained vs base", r, base) for r in trained + nulls]
         ref = next((r for r in trained if _is_es_reference(r, es_reference)), None)
         rl = [r for r in trained if isinstance(r.get("grid"), str)]
         if not rl:  # RL as plain columns, no grid (Table 2: one GRPO run per beta, no selection): each is a side
@@ -181,7 +188,7 @@ def pairs(main: pd.DataFrame, es_reference: str | None = None) -> list[tuple[str
             ref30 = next((r for v, r in pop if v == 30), None)
             if ref30 is not None:
                 out += [("population N vs N=30", r, ref30) for v, r in pop if r is not ref30]
-    return out
+    return out + placebo
 
 
 def _scores(runs: list[tuple[int | None, Record]], metric: str) -> tuple[list | None, Record | None]:
@@ -303,7 +310,7 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
     man = agg.get("manifest")
     named = getattr(man, "es_reference", None)
     metrics = paired_metrics(metric_names(runs), getattr(man, "summary_metrics", None) or [])
-    rows = [row for kind, a, b in pairs(main, named) for m in metrics
+    rows = [row for kind, a, b in pairs(main, named, man) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
     return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
