@@ -74,9 +74,28 @@ def judge(code: str, setup: str, checks, timeout_s: float, memory_mb: int,
     result = sandbox.run_runner(runner_source(), args, timeout_s=timeout_s, memory_mb=memory_mb)
     why = f"sandbox: timed out after {timeout_s} s" if result.timed_out else \
         f"sandbox: the program did not run to its end (exit status {result.returncode})"
-    verdict = mbpp_judge.verdict(list(checks), result.records, result.ok, limits, why)
+    verdict = _judged(list(checks), result, limits, why)
     stats.judged(checks, verdict)
     return verdict
+
+
+def _judged(checks: list, result: sandbox.SandboxResult, limits: mbpp_judge.Limits,
+            why: str) -> mbpp_judge.Verdict:
+    """The verdict on a run's records. When the sandbox refused a record line over its result
+    limits (tasks/sandbox_results.py), the tests before it are judged as usual and the test that
+    line would have answered fails on that limit (as a judge limit: scored 0, counted)."""
+    if result.over_limit is None:
+        return mbpp_judge.verdict(checks, result.records, result.ok, limits, why)
+    k, n = len(result.records), len(checks)
+    if k <= n:
+        before = mbpp_judge.verdict(checks[:k], result.records, True, limits, why)
+        if not before.ok and before.passed:
+            return mbpp_judge.Verdict(before.passed + (False,) * (n - k), before.reason,
+                                      before.limit)
+    passed = (True,) * k + (False,) * (n - k) if k < n else (False,) * n  # never all passed
+    where = f"test {k}: " if k < n else ""
+    return mbpp_judge.Verdict(passed, f"{where}judge limit ({result.over_limit}): "
+                              f"{result.over_limit_reason}", result.over_limit)
 
 
 def clean_run(args: dict, what: str, fix: str, timeout_s: float, memory_mb: int,

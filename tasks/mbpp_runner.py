@@ -18,7 +18,9 @@ runs. Stdlib only.
 import builtins
 
 # The judge's own limits (tasks/mbpp_judge.Limits) start from these; sending more would only be
-# refused there, after the parent had read it all.
+# refused there. Before that, the harness reads all records of a run within RESULT_ITEMS JSON
+# items (tasks/sandbox_results.py, ~3 per plain node): a value past ~43k nodes fails there, on the
+# same "items" limit, without being parsed.
 MAX_DEPTH = 100
 MAX_NODES = 100_000
 MAX_INT_HEX_DIGITS = 10_000

@@ -25,16 +25,23 @@ forked children of 300 MiB took 2.4 GiB. A run the kernel OOM-killed is not ok.
 Seccomp (tasks/seccomp.py, a hand-assembled classic BPF filter installed with prctl, no binding
 needed): no new namespaces (unshare, setns, clone with CLONE_NEW*; a nested user namespace had
 full capabilities, could mount an uncapped tmpfs and open raw sockets), no mounts, ptrace,
-keyrings, io_uring, bpf, perf events, userfaultfd, AF_PACKET, AF_NETLINK or raw IP sockets; each
-fails with EPERM. Required where a filter exists for the architecture (x86_64, aarch64).
+keyrings, io_uring, bpf, perf events, userfaultfd, and sockets of AF_UNIX only (an allow-list:
+AF_VSOCK slipped past the old deny-list); each fails with EPERM. Required where a filter exists
+for the architecture (x86_64, aarch64).
+
+Nothing outlives the judge (tasks/sandbox_reaper.py): `unshare` gets a parent-death signal, the
+child re-arms its own after the uid switch (which clears it), a watchdog process sweeps a killed
+judge's sandboxes, cgroups and scratch folders, and the first run in a process sweeps those of
+judges whose pid is dead.
 
 Always: `python -I -S -B -u` (no PYTHON* variables, no site-packages; stdlib only), an environment
 of PATH, HOME, TMPDIR and LANG only, stdin a private unlinked file the child reads and replaces with
 /dev/null, stdout/stderr to size-limited files, a wall-clock timeout that kills the process group
 and, when a uid is dropped, every process of that uid.
 
-Results travel on fd 3 as nonce-prefixed JSON lines that the child and trusted runner scripts
-write; the code's stdout is never parsed. `ok` means the child's `done` record arrived (the code
+Results travel on an inherited fd as nonce-prefixed JSON lines that the child and trusted runner
+scripts write, read within a byte and item budget before parsing (tasks/sandbox_results.py); the
+code's stdout is never parsed. `ok` means the child's `done` record arrived (the code
 ran to its end), exactly once, after exit status 0 with stdout and stderr still open. Code that
 inspects the interpreter's memory could find the nonce; judges must therefore compare values in
 the harness (tasks/mbpp_judge.py) rather than trust a pass/fail the sandbox reports.
@@ -57,19 +64,24 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks import cgroup, sandbox_root, seccomp
+from tasks import cgroup, sandbox_reaper, sandbox_results, sandbox_root, seccomp
 
-TAIL_CHARS = 2000
-RESULT_BYTES = 32 << 20  # the parent never reads more of fd 3 than this
 SCRATCH_MB = 64  # /tmp + /dev/shm + HOME together, on a tmpfs that dies with the run
-_UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above real and subuid ranges
+_UID_RANGE = (sandbox_reaper.FIRST_SANDBOX_UID, 2_000_000_000)  # far above real and subuid ranges
 _PY_FLAGS = ["-I", "-S", "-B", "-u"]
 _NS_FLAGS = ["--net", "--pid", "--fork", "--ipc", "--uts", "--mount", "--kill-child"]
 _NS_LABELS = ("net-ns", "pid-ns", "mount-ns", "ipc-ns", "uts-ns")
 _CHILD = Path(__file__).with_name("sandbox_child.py")
+# The child's source comes on stdin's first line, so no host path is in its argv, its
+# /proc/1/cmdline, its code's file names or a module's __file__ (the checkout's location).
+_BOOT = ("import json, sys\nchild = {'__name__': 'sandbox_child'}\n"
+         "source = json.loads(sys.stdin.buffer.readline())\n"
+         "exec(compile(source, 'sandbox_child.py', 'exec'), child)\n"
+         "del source\nsys.exit(child['main']())\n")
 # Layers training requires; seccomp only where a filter exists for this architecture.
 REQUIRED = ("net_ns", "pid_ns", "mount_ns", "hidden_fs", "private_tmp", "identity",
-            "no_new_privs", "rlimits", "cgroup", *(("seccomp",) if seccomp.supported() else ()))
+            "no_new_privs", "rlimits", "cgroup", "parent_death",
+            *(("seccomp",) if seccomp.supported() else ()))
 _log = logging.getLogger(__name__)
 
 
@@ -90,6 +102,10 @@ class SandboxResult:
     layers: dict = field(default_factory=dict)  # what the child says it applied
     peak_memory_mb: float | None = None  # the run's cgroup at its fullest (None: no cgroup)
     out_of_memory: bool = False  # the kernel killed a process at the run's memory ceiling
+    # The result-stream limit a record passed (tasks/sandbox_results.py: "bytes" or "items") and
+    # why; `records` then hold only the records before it, and `ok` is False.
+    over_limit: str | None = None
+    over_limit_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,7 @@ class _Mode:
     fs: bool = False  # the minimal root; needs a mount namespace we may mount in
     cgroup: bool = False  # one cgroup per run (tasks/cgroup.py)
     seccomp: bool = False  # the seccomp filter (tasks/seccomp.py)
+    parent_death: bool = False  # the child dies with its parent, re-armed after the uid switch
 
 
 def _interpreters() -> list[str]:
@@ -115,15 +132,19 @@ def _interpreters() -> list[str]:
 def _candidates() -> list[_Mode]:
     unshare, pythons = shutil.which("unshare"), _interpreters()
     extra = {"cgroup": isinstance(cgroup.backend(), cgroup.Backend),
-             "seccomp": seccomp.supported()}
+             "seccomp": seccomp.supported(), "parent_death": sys.platform.startswith("linux")}
+    # unshare dies with the judge (its --kill-child then ends the PID namespace's init); setpriv
+    # sets that parent-death signal, which exec keeps, since Python's Popen has no option for it.
+    setpriv = shutil.which("setpriv")
+    guard = (setpriv, "--pdeathsig", "KILL", "--") if setpriv and unshare else ()
     modes = []
     if os.name == "posix" and os.geteuid() == 0:
         if unshare:
-            ns = (unshare, *_NS_FLAGS, "--")
+            ns = (*guard, unshare, *_NS_FLAGS, "--")
             modes += [_Mode(_NS_LABELS, py, ns, drop_uid=True, fs=True, **extra) for py in pythons]
         modes += [_Mode((), py, drop_uid=True, **extra) for py in pythons]
     elif unshare:
-        ns = (unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
+        ns = (*guard, unshare, "--user", "--map-root-user", *_NS_FLAGS, "--")
         modes.append(_Mode(("user-ns", *_NS_LABELS), sys.executable, ns, drop_caps=True, fs=True,
                            **extra))
     return modes + [_Mode((), sys.executable, **extra)]
@@ -139,7 +160,8 @@ def _probe(mode: _Mode) -> _Mode | None:
     labels = [*mode.labels, *(k.replace("_", "-") for k, v in got.items() if v)]
     return _Mode(tuple(labels), mode.python, mode.prefix, mode.drop_uid and got.get("uid_drop"),
                  mode.drop_caps and got.get("caps_dropped"), mode.fs and got.get("hidden_fs"),
-                 mode.cgroup and got.get("cgroup"), mode.seccomp and got.get("seccomp"))
+                 mode.cgroup and got.get("cgroup"), mode.seccomp and got.get("seccomp"),
+                 mode.parent_death and got.get("parent_death"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -163,7 +185,8 @@ def _layers_of(mode: _Mode) -> dict[str, bool]:
             "hidden_fs": "hidden-fs" in has, "private_tmp": "private-tmp" in has,
             "identity": bool(has & {"uid-drop", "caps-dropped"}), "uid_drop": "uid-drop" in has,
             "caps_dropped": "caps-dropped" in has, "no_new_privs": "no-new-privs" in has,
-            "seccomp": "seccomp" in has, "rlimits": "rlimits" in has, "cgroup": "cgroup" in has}
+            "seccomp": "seccomp" in has, "rlimits": "rlimits" in has, "cgroup": "cgroup" in has,
+            "parent_death": "parent-death" in has}
 
 
 def isolation() -> tuple[str, ...]:
@@ -210,30 +233,6 @@ def _nproc_limit(nproc: int, uid: int | None) -> int:
     return _own_tasks() + nproc
 
 
-def _tail(path: Path) -> str:
-    return path.read_bytes()[-(TAIL_CHARS * 4):].decode("utf-8", "replace")[-TAIL_CHARS:]
-
-
-def _read_records(path: Path, nonce: str) -> tuple[list | None, bool]:
-    """(records, done) from the result file; records is None when any line is not ours."""
-    with open(path, "rb") as f:
-        raw = f.read(RESULT_BYTES + 1)
-    if len(raw) > RESULT_BYTES:
-        return None, False
-    records, prefix = [], nonce + " "
-    for line in raw.decode("utf-8", "replace").splitlines():
-        if not line.startswith(prefix):
-            return None, False
-        try:
-            records.append(json.loads(line[len(prefix):]))
-        except (ValueError, RecursionError):
-            return None, False
-    if not all(isinstance(r, dict) for r in records):
-        return None, False
-    done = [i for i, r in enumerate(records) if r.get("done") is True]
-    return records, done == [len(records) - 1]
-
-
 def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None, timed_out: bool):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -241,15 +240,9 @@ def _kill_all(proc: subprocess.Popen, mode: _Mode, uid: int | None, timed_out: b
         pass
     # After a normal exit in a PID namespace the kernel has already killed everything in it.
     if uid is not None and (timed_out or "pid-ns" not in mode.labels):
-        # kill(-1) sent *as* the sandbox uid reaches every process of that uid, including ones that
-        # left the process group with setsid; killing the PID namespace's init ends the namespace.
-        kill = "import os, signal; os.kill(-1, signal.SIGKILL)"
-        try:
-            subprocess.run([mode.python, "-I", "-S", "-c", kill], user=uid, group=uid,
-                           extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/",
-                           stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            pass  # nothing left to kill, or the host is in trouble; never fail the caller
+        # Killing the PID namespace's init ends the namespace; kill(-1) as the uid reaches every
+        # process of it, including ones that left the process group with setsid.
+        sandbox_reaper.kill_uid(uid, mode.python)
     proc.wait()
 
 
@@ -281,6 +274,14 @@ def run_runner(script: str, args, timeout_s: float = 5, memory_mb: int = 512, np
 
 def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc: int,
          fsize_mb: int, strict: bool = True) -> SandboxResult:
+    where = cgroup.backend()
+    parents = where.parents if isinstance(where, cgroup.Backend) else ()
+    with sandbox_reaper.judging(mode.python, tempfile.gettempdir(), parents):
+        return _run_once(mode, script, args, timeout_s, memory_mb, nproc, fsize_mb, strict)
+
+
+def _run_once(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc: int,
+              fsize_mb: int, strict: bool) -> SandboxResult:
     rng = random.SystemRandom()
     uid = rng.randrange(*_UID_RANGE) if mode.drop_uid else None
     nonce = f"{rng.getrandbits(128):032x}"
@@ -291,15 +292,18 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
         runtime = None  # the probe then sees hidden_fs fail
     group = None
     if mode.cgroup:
-        try:
-            group = cgroup.Cgroup(cgroup.backend(), f"esbench-{os.getpid()}-{nonce[:12]}",
+        try:  # named for the judge (tasks/sandbox_reaper.py); the program can read this name
+            group = cgroup.Cgroup(cgroup.backend(),
+                                  f"esbench-{os.getpid()}-{rng.getrandbits(48):012x}",
                                   memory_mb << 20, nproc)
         except (OSError, AttributeError) as e:
             if strict:
                 return SandboxResult(False, None, "", f"sandbox could not start: cgroup: {e}",
                                      False)
     outer = Path(tempfile.mkdtemp(prefix=f"esbench-sandbox-{os.getpid()}-"))  # pid: whose it is
+    alive = ()
     try:
+        alive = os.pipe()  # see _start
         work, root = outer / "work", outer / "root"
         work.mkdir()
         root.mkdir()
@@ -311,10 +315,13 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
                    "limits": _limits(timeout_s, memory_mb, _nproc_limit(nproc, uid), fsize_mb),
                    "nonce": nonce, "script": script, "args": args, "runtime": runtime,
                    "cgroup_procs": group.procs if group else None,
+                   "parent_death": mode.parent_death,
                    "seccomp": _seccomp_hex() if mode.seccomp else None}
-        with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err, \
-                open(outer / "result", "wb") as res:
-            started = _start(mode, payload, work, out, err, res)
+        # Unnamed files (O_TMPFILE): nothing to leave behind, and /proc/self/fd inside shows no
+        # path naming the judge.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                tempfile.TemporaryFile() as res:
+            started = _start(mode, payload, work, out, err, res, alive)
             if isinstance(started, str):
                 return SandboxResult(False, None, "", f"sandbox could not start: {started}", False)
             timed_out = False
@@ -323,24 +330,34 @@ def _run(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, nproc
             except subprocess.TimeoutExpired:
                 timed_out = True
             _kill_all(started, mode, uid, timed_out)  # also reaps stragglers after a normal exit
-        peak = group.peak_bytes() if group else None
-        oom = bool(group and group.oom_killed())
-        records, done = _read_records(outer / "result", nonce)
-        return SandboxResult(
-            ok=done and started.returncode == 0 and not timed_out and not oom,
-            returncode=started.returncode,
-            stdout_tail=_tail(outer / "stdout").rstrip("\n"),
-            stderr_tail=_tail(outer / "stderr"),
-            timed_out=timed_out,
-            records=tuple(r for r in records or () if not r.keys() & {"done", "layers"}),
-            layers=next((r["layers"] for r in records or () if "layers" in r), {}),
-            peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
-            out_of_memory=oom,
-        )
+            peak = group.peak_bytes() if group else None
+            oom = bool(group and group.oom_killed())
+            got = sandbox_results.read_records(res, nonce)
+            records = got.records
+            return SandboxResult(
+                ok=got.done and started.returncode == 0 and not timed_out and not oom,
+                returncode=started.returncode,
+                stdout_tail=sandbox_results.tail(out).rstrip("\n"),
+                stderr_tail=sandbox_results.tail(err),
+                timed_out=timed_out,
+                records=tuple(r for r in records if not r.keys() & {"done", "layers"}),
+                layers=next((r["layers"] for r in records if "layers" in r), {}),
+                peak_memory_mb=None if peak is None else round(peak / (1 << 20), 1),
+                out_of_memory=oom,
+                over_limit=got.over_limit,
+                over_limit_reason=got.reason,
+            )
     finally:
+        for fd in alive:
+            os.close(fd)
         if group and not group.destroy():  # kills what is left in it first
             _log.warning("sandbox cgroup %s could not be removed", group.dirs)
         shutil.rmtree(outer, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _child_source() -> str:
+    return _CHILD.read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)
@@ -348,16 +365,25 @@ def _seccomp_hex() -> str:
     return seccomp.program().hex()
 
 
-def _start(mode: _Mode, payload: dict, work: Path, out, err, res) -> subprocess.Popen | str:
+def _start(mode: _Mode, payload: dict, work: Path, out, err, res,
+           alive: tuple[int, int]) -> subprocess.Popen | str:
     """Start the child; the payload goes through an unlinked private file, not argv or a path
-    the code could read later, and the result file is passed as an inherited fd."""
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work), "LANG": "C.UTF-8"}
-    cmd = [*mode.prefix, mode.python, *_PY_FLAGS, str(_CHILD)]
+    the code could read later, and the result file is passed as an inherited fd. So is the pipe
+    `alive`: the child closes its write end, so the read end sees EOF once this judge (and an
+    `unshare` between, which inherits a copy) has ended; the child checks it after re-arming its
+    parent-death signal (tasks/sandbox_child.py), since getppid() reads 0 in a PID namespace."""
+    # With the minimal root the child moves to /home/sandbox before any code runs; these are the
+    # values /proc/self/environ keeps, so they name no host folder either.
+    home = ("/home/sandbox", "/tmp") if mode.fs else (str(work), str(work))
+    env = {"PATH": "/usr/bin:/bin", "HOME": home[0], "TMPDIR": home[1], "LANG": "C.UTF-8"}
+    cmd = [*mode.prefix, mode.python, *_PY_FLAGS, "-c", _BOOT]
     with tempfile.TemporaryFile() as stdin:
-        stdin.write(json.dumps({**payload, "result_fd": res.fileno()}).encode())
+        stdin.write(json.dumps(_child_source()).encode() + b"\n")
+        stdin.write(json.dumps({**payload, "result_fd": res.fileno(),
+                                "parent_fds": list(alive)}).encode())
         stdin.seek(0)
         try:
             return subprocess.Popen(cmd, cwd=work, env=env, stdin=stdin, stdout=out, stderr=err,
-                                    start_new_session=True, pass_fds=(res.fileno(),))
+                                    start_new_session=True, pass_fds=(res.fileno(), *alive))
         except OSError as e:
             return str(e)

@@ -1,7 +1,9 @@
 """The first thing that runs inside the sandbox: confine this process, then run the given script.
 
-Started by tasks/sandbox.py as `python -I -S -B -u sandbox_child.py` inside fresh namespaces, it
-reads one JSON payload from stdin and, before any untrusted code runs:
+Started by tasks/sandbox.py inside fresh namespaces as `python -I -S -B -u -c <boot>`, where boot
+reads this file's source from stdin's first line (so no host path shows in argv, /proc/1/cmdline
+or a code object), it reads one JSON payload from the rest of stdin and, before any untrusted code
+runs:
 
 1. cgroup: joins the run's cgroup(s) (tasks/cgroup.py), so one memory and pids ceiling covers
    every process it will start and every tmpfs page they write;
@@ -15,18 +17,22 @@ reads one JSON payload from stdin and, before any untrusted code runs:
 3. identity: as real root, switches to the random uid/gid it was given; as root of a user
    namespace, drops every capability (and sets user.max_user_namespaces to 0 in that namespace,
    never in the host's);
-4. no_new_privs (prctl), so no later execve can gain privileges;
-5. rlimits, set after the switch so the code cannot raise them;
-6. seccomp: the filter tasks/seccomp.py assembled (no new namespaces, mounts, ptrace, keyrings,
-   io_uring, bpf, raw or netlink sockets), installed last because the steps above need some of
-   those calls;
+4. parent_death: the uid switch cleared the parent-death signal `unshare --kill-child` set, so a
+   killed judge left the program running; it is set again (SIGKILL), then the pipe the judge
+   passed is checked: EOF means the parent was gone before the signal was armed (getppid() cannot
+   say: it reads 0 in a PID namespace), and the child exits;
+5. no_new_privs (prctl), so no later execve can gain privileges;
+6. rlimits, set after the switch so the code cannot raise them;
+7. seccomp: the filter tasks/seccomp.py assembled (no new namespaces, mounts, ptrace, keyrings,
+   io_uring, bpf, sockets other than AF_UNIX), installed last because the steps above need some
+   of those calls;
 
 then writes a `layers` record saying what it applied, execs the script as `__main__` in a fresh
 namespace and writes a `done` record when the script returned. Records go to an inherited fd, one
 per line, prefixed by a per-run nonce the parent chose; stdout and stderr are for humans only.
 With `strict` a layer that cannot be applied ends the run (exit 125): a sandbox that silently got
-weaker would be worse than one that fails. Python without site-packages only; this file is read
-before the pivot, so it need not exist inside the new root.
+weaker would be worse than one that fails. Python without site-packages only; this file comes
+on stdin, so it need not exist inside the new root.
 """
 import ctypes
 import json
@@ -39,6 +45,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+PR_SET_PDEATHSIG, SIGKILL = 1, 9
+CLONE_NEWCGROUP = 0x02000000
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 INIT_USER_NS_INO = 0xEFFFFFFD  # the kernel's fixed inode number of the host's user namespace
 DEV_NODES = ("null", "zero", "full", "random", "urandom")
@@ -195,18 +203,35 @@ def _no_user_namespaces() -> None:
         pass  # no /proc in the new root, or the kernel refuses: seccomp still applies
 
 
+def _parent_death(alive_fd: int | None) -> None:
+    """Die with the parent: arm the signal, then see whether the parent already went."""
+    _check(_libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if alive_fd is None:
+        return
+    os.set_blocking(alive_fd, False)
+    try:
+        gone = os.read(alive_fd, 1) == b""  # EOF: every write end closed, so no parent holds one
+    except BlockingIOError:
+        gone = False
+    if gone:
+        os._exit(125)  # the judge is gone: nobody would read a result or end this run
+
+
 def _no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def _join_cgroup(procs: list) -> None:
-    """Move this process into the run's cgroup(s) while it is still root and alone."""
+    """Move this process into the run's cgroup(s) while it is still root and alone, then into
+    a cgroup namespace rooted there, so /proc/self/cgroup shows "/" rather than the host's path
+    with the judge's pid in it (kernels before 4.6 have none: the path then shows)."""
     for path in procs:
         try:
             with open(path, "w") as f:
                 f.write("0")
         except OSError as e:
             raise LayerError(f"join {path}: {e.strerror}") from None
+    _libc.unshare(CLONE_NEWCGROUP)
 
 
 def _seccomp(program_hex: str) -> None:
@@ -239,6 +264,7 @@ def _confine(p: dict) -> dict:
                                                            p.get("uid"), p.get("runtime"))),
              ("identity", p.get("uid") is not None or p.get("drop_caps"),
               lambda: _drop_identity(p.get("uid"))),
+             ("parent_death", p.get("parent_death"), lambda: _parent_death(p.get("alive_fd"))),
              ("no_new_privs", p.get("no_new_privs"), _no_new_privs),
              ("rlimits", True, lambda: _set_limits(p["limits"])),
              ("seccomp", p.get("seccomp"), lambda: _seccomp(p["seccomp"]))]
@@ -272,11 +298,16 @@ def main() -> int:
     os.dup2(null, 0)
     os.close(null)
     emit = _emitter(payload.pop("nonce"), payload.pop("result_fd"))
+    alive_fd, alive_write = payload.pop("parent_fds", None) or (None, None)
+    if alive_write is not None:
+        os.close(alive_write)  # our copy of the write end would keep the pipe open forever
     try:
-        layers = _confine(payload)
+        layers = _confine({**payload, "alive_fd": alive_fd})
     except LayerError as e:
         print(f"sandbox layer failed: {e}", file=sys.stderr)
         return 125
+    if alive_fd is not None:
+        os.close(alive_fd)  # the code has no use for it
     if layers["hidden_fs"]:
         os.environ["HOME"] = HOME
         os.environ["TMPDIR"] = "/tmp"

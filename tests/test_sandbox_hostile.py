@@ -9,7 +9,7 @@ score 1 under the same judge.
 The attacks of issue 20 on the sandbox itself run alone, each where the host has the layer that
 stops it (else skipped with the reason): memory beyond the ceiling (forked children, tmpfs pages
 in a nested namespace) is killed at the program's one cgroup limit and takes no more host memory
-than that; nested user namespaces, mounts, raw and netlink sockets and io_uring fail with EPERM
+than that; nested user namespaces, mounts, every socket but AF_UNIX and io_uring fail with EPERM
 (seccomp); the copy-answer program walks the whole visible tree and finds no data, even a copy
 planted where a system install would put it. The memory attacks at their found size (GiBs asked
 for) are marked slow: they cost the host up to the 512 MiB ceiling each.
@@ -187,9 +187,32 @@ def test_kernel_surface_is_closed():
     assert result.ok, result.stderr_tail
     got = dict(line.split("=") for line in result.stdout_tail.splitlines())
     closed = ("unshare_user", "unshare_mount", "clone_newuser", "setns", "mount", "af_packet",
-              "af_netlink", "raw_inet", "io_uring_setup", "ptrace", "keyctl", "bpf")
+              "af_netlink", "raw_inet", "io_uring_setup", "ptrace", "keyctl", "bpf", "tcp")
     assert {k: got[k] for k in closed} == dict.fromkeys(closed, "EPERM")
-    assert got["tcp"] == got["unix"] == "ok"  # ordinary sockets still work
+    assert got["unix"] == "ok"  # the one socket family allowed (tests/test_sandbox_sockets.py)
+
+
+def test_proc_names_no_host_path():
+    """What the program can read of itself names neither the checkout nor the judge (whose pid
+    is in every scratch folder and cgroup name): mountinfo, cmdline, environ where readable,
+    cgroup, fd links, argv, and the file names of every frame up the stack."""
+    _need("hidden_fs")
+    code = ("import os, sys\nseen = [sys.argv, getattr(sys.modules['__main__'], '__file__', '')]\n"
+            "for path in ('/proc/self/mountinfo', '/proc/1/cmdline', '/proc/self/cgroup',\n"
+            "             '/proc/self/environ'):\n"
+            "    try:\n        seen.append(open(path, 'rb').read())\n"
+            "    except OSError as e:\n        seen.append(e.strerror)\n"
+            "seen += [os.readlink(f'/proc/self/fd/{fd}') for fd in os.listdir('/proc/self/fd')\n"
+            "         if os.path.exists(f'/proc/self/fd/{fd}')]\n"
+            "frame = sys._getframe()\nwhile frame:\n"
+            "    seen.append(frame.f_code.co_filename)\n    frame = frame.f_back\n"
+            "text = repr(seen)\nprint(len(text))\n"
+            f"print([w for w in ({str(Path(tasks.sandbox.__file__).parents[1])!r}, 'esbench')\n"
+            "       if w in text])\n")
+    result = run_python(code)
+    assert result.ok, result.stderr_tail
+    size, found = result.stdout_tail.splitlines()
+    assert int(size) > 1000 and found == "[]", result.stdout_tail  # it read them, found neither
 
 
 @pytest.fixture
