@@ -7,9 +7,12 @@ for every size. A problem is `a op b` with operands of `digits` digits and op dr
     What is 47 + 38? Reply with just the number.      ->  85
 
 Problems are generated from a seed; a problem's split is a hash of (a, op, b), so train, validation
-and test never share a problem, at every setting. Scoring: the last integer in the completion
-(commas and spaces inside a number are read through: "1,024") equals the answer; extract_answer is
-that integer, for maj@k. Reward is 1 or 0.
+and test never share a problem, at every setting. All three splits are generated, and their sizes
+checked, when the task is built. Scoring: the last integer in the completion equals the answer;
+extract_answer is that integer, for maj@k. Reward is 1 or 0. An integer may carry thousands
+separators, commas in groups of three ("1,024"); any other run of digits and commas ("8,5",
+"1,2,3,4") is not a number, and when it comes last the completion has no answer. A Unicode minus or
+dash before the digits is a minus sign ("−12" is -12). A hedge ("84 or 85") is no answer.
 
     python -m harness model=smollm2-135m-instruct task=arithmetic method=base
     python -m harness ... task=arithmetic task.digits=3 task.ops=+-*    # harder
@@ -22,11 +25,13 @@ import re
 
 import datasets
 
+from tasks.answers import MINUS_SIGNS, hedge_before
 from tasks.base import TaskDataError, check_count
 
 SPLITS = {"train": 5000, "validation": 500, "test": 500}
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-_INT = re.compile(r"-?\d[\d,]*")  # an integer, commas allowed between digits
+_INT = re.compile("[" + MINUS_SIGNS + r"]?\d+(?:,\d+)*")  # digits with commas between: then checked
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+|\d+")  # thousands separators: groups of three only
 PROMPT = "What is {a} {op} {b}? Reply with just the number."
 
 
@@ -64,13 +69,17 @@ class Arithmetic:
         check_count("n_train", n_train)
         self.digits, self.ops, self.n_eval, self.n_train = digits, ops, n_eval, n_train
         self.max_new_tokens, self.seed, self.version = max_new_tokens, seed, version
+        self._rows = {}  # every split now, so a setting too small for its counts fails at build
+        for split in ("test", "validation", "train"):
+            size = SPLITS[split]
+            cap = self.n_train if split == "train" else self.n_eval
+            self._rows[split] = self.problems(split, min(cap or size, size))
 
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt`, `a`, `op`, `b`, `answer`."""
         if split not in SPLITS:
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
-        cap = self.n_train if split == "train" else self.n_eval
-        return datasets.Dataset.from_list(self.problems(split, min(cap or SPLITS[split], SPLITS[split])))
+        return datasets.Dataset.from_list(self._rows[split])
 
     def problems(self, split: str, count: int) -> list[dict]:
         """`count` distinct problems of `split`, deterministic in (digits, ops, seed, split)."""
@@ -90,11 +99,22 @@ class Arithmetic:
         return rows
 
     def extract_answer(self, text: str) -> str | None:
-        found = _INT.findall(text)
-        if not found:
+        """The last integer of `text` in canonical form; None when there is none, when the last
+        one is not a number ("8,5") or when it ends a hedge ("84 or 85").
+
+        >>> [Arithmetic().extract_answer(t) for t in ("It is 1,024.", "8,5", "84 or 85", "−12")]
+        ['1024', None, None, '-12']
+        """
+        last = None
+        for last in _INT.finditer(text):
+            pass
+        if last is None or hedge_before(text, last.start()):
             return None
-        text = found[-1].rstrip(",").replace(",", "")
-        sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+        text = last.group(0)
+        sign, digits = ("-", text[1:]) if text[0] in MINUS_SIGNS else ("", text)
+        if not _GROUPED.fullmatch(digits):
+            return None
+        digits = digits.replace(",", "")
         digits = digits.lstrip("0") or "0"  # canonical without int(): a 20,000-digit answer is text, not a crash
         return "0" if digits == "0" else sign + digits
 

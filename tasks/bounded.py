@@ -1,17 +1,21 @@
-"""math-verify under a wall-clock limit that holds on any thread (MATH-500 scoring, GSM8K's rule 3).
+"""math-verify under wall-clock limits that hold on any thread (MATH-500 scoring, GSM8K's rule 3).
 
 Why: math-verify hands a short answer to sympy, and sympy can run for ever on one
 (`\\boxed{(10^{9999})^{9999}}` builds a 100-million-digit integer; 450 nested parentheses kept
 its LaTeX parser busy for 12 s). math-verify's own timeouts use SIGALRM, which exists
 only on the main thread, and rewards are computed on worker threads (TRL, the ES engines), so
-there an answer could hang a run for good. Two layers stop that, the same on every thread:
+there an answer could hang a run for good. Three layers stop that, the same on every thread:
 
-1. `risky(text)`, a linear scan that refuses, before sympy sees them, the shapes known to explode:
+1. Two linear guards refuse, before sympy sees them, answers whose cost is too big to start
+   (`refuse(text)`, counted as `refused`). `risky(text)` refuses the shapes known to explode:
    more than MAX_CHARS characters; brackets nested deeper than MAX_DEPTH; a power inside an
    exponent or a power of a power (`2^{2^{100}}`, `9^9^9`, `9^{9}^{9}`, `(10^{999})^{999}` when the
    base holds no variable); an exponent with five or more digits (`9^{99999}`, `10^{9999\\cdot
    9999}`); a factorial of a five-digit number, of a power, of a factorial or of a bracket holding
-   any of those (`100!!`, `99999!`, `(10^{9})!`, `10^{9}!`). A refused answer scores 0 at once.
+   any of those (`100!!`, `99999!`, `(10^{9})!`, `10^{9}!`). tasks/expansion.py's `costly(text)`
+   refuses what would expand too far: over 100 terms (`(x+1)^{999}`, `(x+y+z)^{99}`), numbers over
+   100,000 digits, functions nested over 3 deep, \\sum/\\prod over more than 100 values or to a
+   symbolic limit, integrals, root indices over 100. A refused answer scores 0 at once.
 2. Everything else is parsed and verified in a worker process: a fresh interpreter running this
    file (never a fork of the torch process; `-P` keeps the project off its path), fed one JSON
    request per line. A call that takes longer than LIMIT_S is killed with its worker, scores 0
@@ -20,6 +24,9 @@ there an answer could hang a run for good. Two layers stop that, the same on eve
    MAX_WORKERS, keep math-verify's parse cache between calls, are capped at MEMORY_MB of address
    space, and exit with the parent: when idle, stdin closes; mid-call, their own CPU limit
    (RLIMIT_CPU, 2 x LIMIT_S per call) ends them even if the parent was SIGKILLed.
+3. A reward call grades its completions through `grade_all`: in parallel on the pool, under one
+   time budget for the call (tasks/budget.py: 2 s + 0.25 s per completion). Past it, the rest
+   score 0, counted as `over_budget`. Sixteen answers that each ran to LIMIT_S took 16 x 5 s.
 
     python -m pytest tests/test_task_math500.py -q
 """
@@ -34,6 +41,13 @@ import subprocess
 import sys
 import threading
 import time
+from fractions import Fraction
+
+try:  # the worker runs this file as a script, with the project off its path: it needs neither
+    from tasks import budget
+    from tasks.expansion import costly
+except ImportError:
+    budget = costly = None
 
 LIMIT_S = 5.0  # per call, wall clock; math-verify's own default timeout
 START_S = 60.0  # importing sympy takes 1-2 s on an idle machine, far longer on a loaded one
@@ -140,15 +154,21 @@ def risky(text: str) -> bool:
 
 
 # ---- layer 2: the worker pool ----
+class _StartCut(Exception):
+    """A replacement worker's start ran past its reward call's budget (layer 3): score 0."""
+
+
 class _Worker:
-    def __init__(self):
+    def __init__(self, start_s: float = START_S):
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-u", os.path.abspath(__file__), str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             close_fds=True)
-        ready = self._read(START_S)
+        ready = self._read(start_s)
         if ready != {"ready": True}:
             self.kill()
+            if ready is None and start_s < START_S:
+                raise _StartCut()
             why = ready.get("error") if isinstance(ready, dict) else "no answer in time"
             raise GraderUnavailable(f"the math-verify worker did not start ({why}); install the "
                                     "project's dependencies (pip install -e .) and retry")
@@ -169,14 +189,14 @@ class _Worker:
         except ValueError:  # not our protocol: treat the worker as broken
             return None
 
-    def call(self, op: str, args: list):
-        """{"ok": value} or {"error": why}; None when it ran past LIMIT_S or the worker died."""
+    def call(self, op: str, args: list, limit: float):
+        """{"ok": value} or {"error": why}; None when it ran past `limit` or the worker died."""
         try:
             self.proc.stdin.write(json.dumps({"op": op, "args": args}).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return None
-        return self._read(LIMIT_S)
+        return self._read(limit)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -194,13 +214,17 @@ class _Pool:
         self.idle: list[_Worker] = []
         self.count = 0
         self.cond = threading.Condition()
-        self.stats = {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0}
+        self.stats = {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0,
+                      "over_budget": 0}
 
     def call(self, op: str, args: list):
+        spend = budget.current() if budget else None  # set by grade_all for one reward call
         with self.cond:
-            self.stats["calls"] += 1
             while not self.idle and self.count >= MAX_WORKERS:
-                self.cond.wait()
+                if spend is not None and spend.left() <= 0:
+                    self.stats["over_budget"] += 1
+                    return None
+                self.cond.wait(None if spend is None else max(spend.left(), 0.01))
             worker = self.idle.pop() if self.idle else None
             if worker is None:
                 self.count += 1
@@ -208,28 +232,51 @@ class _Pool:
             if worker is not None and worker.proc.poll() is not None:  # it died while idle
                 worker.kill()
                 worker = None
+            limit = LIMIT_S
             if worker is None:
+                # A start is free, unless it replaces a worker this reward call had killed: then
+                # it is charged, and cut off, at the call's deadline.
+                start_s = START_S if spend is None or not spend.kills else min(START_S, spend.left())
+                if start_s <= 0:
+                    raise _StartCut()
                 with self.cond:
                     self.stats["worker_starts"] += 1
-                worker = _Worker()
-            reply = worker.call(op, args)
-        except BaseException:
+                started = time.monotonic()
+                worker = _Worker(start_s)
+                if spend is not None:
+                    spend.started_worker(time.monotonic() - started)
+            if spend is not None:
+                limit = min(LIMIT_S, spend.left())
+            if limit <= 0:
+                reply = "over budget"
+            else:
+                with self.cond:
+                    self.stats["calls"] += 1
+                reply = worker.call(op, args, limit)
+        except BaseException as e:
             with self.cond:
                 self.count -= 1
+                self.stats["over_budget"] += isinstance(e, _StartCut)
                 self.cond.notify()
             if worker is not None:
                 worker.kill()
+            if isinstance(e, _StartCut):
+                return None
             raise
         if reply is None:  # too slow, or it died: a fresh worker serves the next call
             worker.kill()
+            if spend is not None:
+                spend.killed_worker()
         with self.cond:
             if reply is None:
                 self.count -= 1
-                self.stats["timeouts"] += 1
+                self.stats["over_budget" if limit < LIMIT_S else "timeouts"] += 1
             else:
                 self.idle.append(worker)
+                if reply == "over budget":
+                    self.stats["over_budget"] += 1
             self.cond.notify()
-        return reply.get("ok") if reply else None
+        return reply.get("ok") if isinstance(reply, dict) else None
 
     def close(self) -> None:
         with self.cond:
@@ -248,9 +295,14 @@ atexit.register(_POOL.close)
 os.register_at_fork(after_in_child=_POOL.forget)
 
 
+def blocked(text: str) -> bool:
+    """True when either guard refuses `text` (layer 1): `risky`, or tasks/expansion.py's `costly`."""
+    return risky(text) or costly(text) is not None
+
+
 def refuse(text: str) -> bool:
-    """`risky(text)`, counted in `stats()` when it refuses: what a grader calls before verify/number."""
-    if not risky(text):
+    """`blocked(text)`, counted in `stats()` when it refuses: what a grader calls before verify/number."""
+    if not blocked(text):
         return False
     with _POOL.cond:
         _POOL.stats["refused"] += 1
@@ -258,23 +310,37 @@ def refuse(text: str) -> bool:
 
 
 def stats(since: dict | None = None) -> dict:
-    """Calls to the workers, answers refused by `risky`, calls killed at LIMIT_S (or whose worker
-    died: they score 0 too), workers started; counted in this process, or after `since` (an
-    earlier `stats()`), so that a task reports its own run."""
+    """Calls to the workers, answers refused by the guards, calls killed at LIMIT_S (or whose worker
+    died: they score 0 too), workers started, and calls a reward call's time budget skipped or cut
+    short (`over_budget`: they score 0); counted in this process, or after `since` (an earlier
+    `stats()`), so that a task reports its own run."""
     with _POOL.cond:
         now = dict(_POOL.stats)
     return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
-def verify(gold: str, pred: str) -> bool:
-    """math-verify's `verify(parse(gold), parse(pred))` under the limit; False on a timeout."""
-    return bool(_POOL.call("verify", [gold, pred]))
+def verify(gold: str, pred: str, rounding: int = 6) -> bool:
+    """math-verify's `verify(parse(gold), parse(pred), float_rounding=rounding)` under the limits;
+    False on a timeout or past the budget."""
+    return bool(_POOL.call("verify", [gold, pred, rounding]))
 
 
-def number(text: str) -> float | None:
-    """The real number math-verify reads first in `text`, or None (also on a timeout)."""
+def number(text: str) -> Fraction | float | None:
+    """The real number math-verify reads first in `text`, or None (also on a timeout): exact (a
+    Fraction) when it is rational or a decimal, else a float."""
     value = _POOL.call("number", [text])
+    if isinstance(value, str):
+        try:
+            return Fraction(value)
+        except (ValueError, ZeroDivisionError):  # more digits than int() reads: no answer
+            return None
     return value if isinstance(value, float) and math.isfinite(value) else None
+
+
+def grade_all(score, items: list) -> list:
+    """[score(item) for item in items] for one reward call: in parallel on the pool's MAX_WORKERS,
+    under one time budget (layer 3, tasks/budget.py)."""
+    return budget.grade_all(score, items, MAX_WORKERS)
 
 
 # ---- the worker process: stdlib and math-verify only, never the project ----
@@ -303,11 +369,16 @@ def _serve(parent: int) -> None:
     def run(op: str, args: list):
         if op == "verify":
             gold, pred = parse(args[0], parsing_timeout=None), parse(args[1], parsing_timeout=None)
-            return bool(gold and pred and mv_verify(gold, pred, timeout_seconds=None))
+            return bool(gold and pred and mv_verify(gold, pred, float_rounding=int(args[2]),
+                                                    timeout_seconds=None))
         parsed = parse(args[0], parsing_timeout=None)
         value = parsed[0] if parsed else None
         if value is None or not getattr(value, "is_number", False) or not value.is_real:
             return None
+        if value.is_Rational:  # exact: 17.9999999 is not 18
+            return f"{value.p}/{value.q}"
+        if value.is_Float:
+            return str(value)
         return float(value)
 
     for line in sys.stdin.buffer:

@@ -3,24 +3,30 @@
 Data: the official OpenAI files, shipped unmodified in tasks/data/gsm8k (MIT; see PROVENANCE.md),
 or `source: hub` for the `openai/gsm8k` "main" config, or `path:` for a directory holding
 train.jsonl and test.jsonl in the official format. Splits: test = the 1,319 official test rows;
-validation = the last 500 rows of the official train file; train = the other 6,973.
+validation = the last 500 rows of the official train file; train = the other 6,973. Every row of
+both files is read and checked when the task is built, so a malformed row (no `####` answer) fails
+before any model loads, naming its file and line.
 
 Answer normalisation. Official (grade-school-math `dataset.py`): the first match of
 `#### (\\-?[0-9\\.\\,]+)`, stripped, commas removed, compared as strings; no match is `[invalid]`.
 Here the gold answer is extracted exactly that way. The prediction is more lenient, because small
 models restate and format numbers freely (rules chosen on tests/data/gsm8k_grading.jsonl, a
-hand-judged corpus). In order, the first rule that yields a number wins:
+hand-judged corpus). In order, the first rule that yields a number (or a hedge) decides:
 1. the prompt asks the model to end with `#### <number>`: the first number on the first non-blank
    line after the *last* `####` ("#### three" counts as 3, "#### twenty-five" as 25; words are read
-   as one numeral, never added up: "#### nine nine" is no number);
+   as one numeral, never added up: "#### nine nine" is no number, tasks/numerals.py);
 2. the number after the last "the answer is" / "answer:" phrase, on that line ("The answer is 64
    dollars for 16 glasses." is 64), unless it starts an expression ("answer: 3 + 4 = 7");
-3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guard and
-   time limit as MATH-500 (tasks/bounded.py: the same answer on any thread, 0 after 5 s);
+3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guards, time
+   limit and per-call budget as MATH-500 (tasks/bounded.py: the same answer on any thread);
 4. the last number in the completion.
-Numbers may carry thousands separators (commas or spaces: "70,000", "70 000"), a `$`, decimals
-("5.00") and a fraction bar ("36/2" is 18, never 36); they are compared as floats with absolute
-tolerance 1e-6, so "5.00" matches gold "5". Every rule is linear in the completion's length.
+A hedge is no answer and scores 0, it does not pick a side: "#### 18 or 19", "answer: 18, 19 or
+20", "It is 18 or 19." and `\\boxed{\\pm 18}` (tasks/answers.py). Numbers may carry thousands
+separators (commas or spaces: "70,000", "70 000"), a `$`, decimals ("5.00"), an exponent ("18e5" is
+1,800,000) and a fraction bar ("36/2" is 18, never 36); a Unicode minus or dash before a number is
+a minus sign ("#### −18" is -18). Values are exact: against an integer gold the prediction must be
+that integer ("5.00" matches gold "5", "17.9999999" does not match 18); a non-integer gold matches
+within `tolerance` (task YAML). Every rule is linear in the completion's length.
 
     python -m pytest tests/test_task_gsm8k.py -q
 """
@@ -33,12 +39,13 @@ from fractions import Fraction
 import datasets
 
 from tasks import bounded
+from tasks.answers import MINUS_SIGNS, hedge_after, hedge_before, hedged_latex, last_boxed
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
                         user_path)
+from tasks.numerals import word_number
 
 HUB_ID = "openai/gsm8k"
 N_VALIDATION = 500
-TOLERANCE = 1e-6
 PROMPT = ("{question}\n\nSolve the problem step by step. End your response with the final answer "
           "as a number on its own line, in the form \"#### <number>\".")
 _GOLD = re.compile(r"#### (\-?[0-9\.\,]+)")  # the official regex
@@ -47,119 +54,73 @@ _GOLD = re.compile(r"#### (\-?[0-9\.\,]+)")  # the official regex
 # fraction bar joins two numbers into one value ("36/2").
 _SPACE = "[ \u00a0\u2009\u202f]"  # space, no-break space, thin space, narrow no-break space
 _UNSIGNED = (r"\$?(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:" + _SPACE + r"\d{3})+(?![\d,])|\d+)"
-             r"(?:\.\d+)?|\.\d+)")
-_NUMBER = re.compile(r"(?:(?<![\w)\]])-)?(?<![\d.])" + _UNSIGNED
+             r"(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"(?:(?<![\w)\]])[" + MINUS_SIGNS + r"])?(?<![\d.])" + _UNSIGNED
                      + r"(?:\s*/\s*(" + _UNSIGNED + r"))?(?![\d])")
 _PHRASE = re.compile(r"\banswer\b\**\s*(?:is\b|was\b|:|=)", re.I)
-_OPERATOR_NEXT = re.compile(r"\s*[-+*/x\u00d7=]\s*\$?\d")  # "answer: 3 + 4 = 7" is working
-_UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
-_NUMBER_WORDS = {*_UNITS, *_TENS, "hundred", "thousand"}
+_OPERATOR_NEXT = re.compile(r"\s*[+*/x\u00d7=" + MINUS_SIGNS + r"]\s*\$?\d")  # "answer: 3 + 4 = 7"
+_DIGIT = re.compile(r"\d")  # a quick look before _NUMBER, which tries every position
+_SEPARATORS = re.compile(r"[,$\s\u00a0\u2009\u202f]")
 MATH_VERIFY_CHARS = 1000  # math-verify reads only the end of a completion: bounded time
+MAX_DIGITS = 300  # a longer "number" (or exponent past 10^300) is no answer
+HEDGE = "hedge"  # what a rule returns for "18 or 19": no answer, and no later rule is asked
 
 
-def _to_float(text: str) -> float:
-    return float(re.sub(r"[,$\s\u00a0\u2009\u202f]", "", text))
+def _exact(text: str) -> Fraction | None:
+    """One numeral ("$1,000.50", "−18", "18e5", ".5") as an exact Fraction; None when too large."""
+    s = _SEPARATORS.sub("", text)
+    sign = -1 if s[:1] in MINUS_SIGNS else 1
+    s = s[1:] if sign < 0 else s
+    mantissa, _, exponent = s.replace("E", "e").partition("e")
+    if len(mantissa) > MAX_DIGITS or len(exponent) > 4 or abs(int(exponent or 0)) > MAX_DIGITS:
+        return None
+    return sign * Fraction(mantissa) * Fraction(10) ** int(exponent or 0)
 
 
-def _value(match: re.Match) -> float | None:
+def _value(match: re.Match) -> Fraction | None:
     """The value of one _NUMBER match; a fraction is divided out (None for "/0")."""
     whole = match.group(0)
     if match.group(1) is None:
-        value = _to_float(whole)
-        return value if math.isfinite(value) else None  # a 400-digit "number" is no answer
-    numerator, denominator = (_to_float(x) for x in whole.rsplit("/", 1))
-    if denominator == 0 or not math.isfinite(numerator) or not math.isfinite(denominator):
+        return _exact(whole)
+    numerator, denominator = (_exact(x) for x in whole.rsplit("/", 1))
+    if numerator is None or not denominator:
         return None
-    return float(Fraction(numerator) / Fraction(denominator))
+    return numerator / denominator
 
 
-def _first_number(text: str) -> float | None:
-    m = _NUMBER.search(text)
-    return _value(m) if m else None
+def _first(line: str):
+    """The first number of an answer line (digits, else words); HEDGE when alternatives follow."""
+    m = _NUMBER.search(line)
+    if m is None:
+        value, hedged = word_number(line)
+        return HEDGE if hedged else (None if value is None else Fraction(value))
+    if _OPERATOR_NEXT.match(line, m.end()):
+        return None  # "answer: 3 + 4 = 7" is working, not the answer
+    return HEDGE if hedge_after(line, m.end()) else _value(m)
 
 
-def _last_number(text: str) -> float | None:
-    last = None
-    for last in _NUMBER.finditer(text):
-        pass
-    return _value(last) if last else None
-
-
-def _word_number(text: str) -> float | None:
-    """One number in words at the start of `text`: "three", "twenty-five", "one hundred and five",
-    "two thousand three hundred", "minus four". Words are read as one English numeral, never
-    added up: "nine nine", "ten eight" and "six six six" are no number (None), where a sum would
-    make each of them 18. Reading stops at punctuation ("three. Three apples" is 3).
-    """
-    words = re.findall(r"[a-z]+|[^\sa-z-]", text[:200].lower())  # hyphens separate words
-    sign, i = (-1, 1) if words[:1] == ["minus"] else (1, 0)
-    value, i = _below_million(words, i)
-    if value is None:
-        return None
-    if words[i:i + 1] == ["and"]:
-        i += 1
-    if i < len(words) and words[i] in _NUMBER_WORDS:  # another numeral follows: not one number
-        return None
-    return float(sign * value)
-
-
-def _below_hundred(words: list[str], i: int) -> tuple[int | None, int]:
-    word = words[i] if i < len(words) else ""
-    if word in _UNITS:
-        return _UNITS[word], i + 1
-    if word not in _TENS:
-        return None, i
-    nxt = words[i + 1] if i + 1 < len(words) else ""
-    if 1 <= _UNITS.get(nxt, 0) <= 9:  # "twenty-five", "twenty five"
-        return _TENS[word] + _UNITS[nxt], i + 2
-    return _TENS[word], i + 1
-
-
-def _scaled(words: list[str], i: int, below, scale: str, factor: int, top: int):
-    """`below` words, optionally times `factor` ("hundred", "thousand") plus an optional rest."""
-    value, i = below(words, i)
-    if value is None or not 1 <= value <= top or words[i:i + 1] != [scale]:
-        return value, i
-    value, i = value * factor, i + 1
-    j = i + 1 if words[i:i + 1] == ["and"] else i
-    rest, j = below(words, j)
-    return (value + rest, j) if rest else (value, i)
-
-
-def _below_thousand(words: list[str], i: int) -> tuple[int | None, int]:
-    return _scaled(words, i, _below_hundred, "hundred", 100, 99)  # "twelve hundred"
-
-
-def _below_million(words: list[str], i: int) -> tuple[int | None, int]:
-    return _scaled(words, i, _below_thousand, "thousand", 1000, 999)
-
-
-def _marker_answer(text: str) -> float | None:
+def _marker_answer(text: str):
     """Rule 1: the number on the first non-blank line after the last `####`."""
     line = text.rsplit("####", 1)[1].lstrip().split("\n", 1)[0]
-    found = _first_number(line)
-    return found if found is not None else _word_number(line)
+    m = _NUMBER.search(line) if _DIGIT.search(line) else None
+    if m is not None and hedge_after(line, m.end()):
+        return HEDGE
+    found = _value(m) if m else None
+    if found is not None:
+        return found
+    value, hedged = word_number(line)
+    return HEDGE if hedged else (None if value is None else Fraction(value))
 
 
-def _phrase_answer(text: str) -> float | None:
+def _phrase_answer(text: str):
     """Rule 2: the number after the last "the answer is" / "answer:" on the same line."""
     last = None
     for last in _PHRASE.finditer(text):
         pass
-    if last is None:
-        return None
-    line = text[last.end():].split("\n", 1)[0]
-    m = _NUMBER.search(line)
-    if m is None:
-        return _word_number(line)
-    return None if _OPERATOR_NEXT.match(line, m.end()) else _value(m)
+    return None if last is None else _first(text[last.end():].split("\n", 1)[0])
 
 
-def _math_verify_answer(text: str) -> float | None:
+def _math_verify_answer(text: str):
     """Rule 3: math-verify on the end of the text, for LaTeX answers (\\boxed{}, \\frac{}{}).
 
     Plain text is left to rule 4: math-verify reads "3,4" as 3.4, and costs milliseconds.
@@ -167,30 +128,45 @@ def _math_verify_answer(text: str) -> float | None:
     if "\\" not in text:
         return None
     tail = text[-MATH_VERIFY_CHARS:]
-    if bounded.refuse(tail):  # the same guard and limit as MATH-500 (tasks/bounded.py)
+    boxed = last_boxed(tail)
+    if boxed is not None and hedged_latex(boxed, signs=True):
+        return HEDGE  # \boxed{\pm 18}, \boxed{18 \text{ or } 19}
+    if bounded.refuse(tail):  # the same guards, limit and budget as MATH-500 (tasks/bounded.py)
         return None
-    return bounded.number(tail)
+    value = bounded.number(tail)
+    return Fraction(value) if isinstance(value, float) else value
 
 
-def predict(text: str) -> float | None:
+def _last_number(text: str):
+    """Rule 4: the last number; HEDGE when it ends alternatives ("It is 18 or 19.")."""
+    last = None
+    for last in _NUMBER.finditer(text) if _DIGIT.search(text) else ():
+        pass
+    if last is None:
+        return None
+    return HEDGE if hedge_before(text, last.start()) else _value(last)
+
+
+def predict(text: str) -> Fraction | None:
     """The predicted number of a completion (the module docstring's rules, in order), or None."""
+    rules = (_phrase_answer, _math_verify_answer, _last_number)
     if "####" in text:
         found = _marker_answer(text)
         if found is not None:
-            return found
+            return None if found is HEDGE else found
         text = text.replace("####", "\n")  # a bare or wordy marker is no number
-    for rule in (_phrase_answer, _math_verify_answer, _last_number):
+    for rule in rules:
         found = rule(text)
         if found is not None:
-            return found
+            return None if found is HEDGE else found
     return None
 
 
-def _canonical(value: float) -> str:
-    """18.0 -> '18', 2.5 -> '2.5': one spelling per number, so majority votes agree."""
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.6f}".rstrip("0").rstrip(".")
+def _canonical(value: Fraction) -> str:
+    """18 -> '18', 5/2 -> '2.5': one spelling per number, so majority votes agree."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.10f}".rstrip("0").rstrip(".")
 
 
 def gold_answer(solution: str) -> str | None:
@@ -208,28 +184,39 @@ class GSM8K:
         max_new_tokens: completion length for evaluation and training.
         source: "local" (shipped copy, or `path`) or "hub" (`openai/gsm8k`, "main").
         path: directory with train.jsonl and test.jsonl (official format), instead of the
-            shipped copy.
+            shipped copy. Every row of both is checked here, when the task is built.
+        tolerance: how far a prediction may be from a non-integer gold answer (integer golds, all
+            of the official ones, are compared exactly).
     """
 
     name = "gsm8k"
 
     def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 512,
-                 source: str = "local", path: str | None = None):
+                 source: str = "local", path: str | None = None, tolerance: float = 1e-6):
         if source not in ("local", "hub"):
             raise TaskDataError(f"task.source={source!r} is unknown; use local or hub")
         if source == "hub" and path:
             raise TaskDataError("task.path is only read with task.source=local; drop one of them")
         check_count("n_eval", n_eval)
+        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) \
+                or not 0 <= tolerance < math.inf:
+            raise TaskDataError(f"task.tolerance={tolerance!r} is not a tolerance; use a small "
+                                "non-negative number such as 1.0e-6")
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
-        self.source, self.path = source, path
+        self.source, self.path, self.tolerance = source, path, float(tolerance)
         self._counted_from = bounded.stats()  # run_info counts this task's run only
+        self._official = {split: self._rows(split) for split in ("test", "train")}  # checked now
+        if len(self._official["train"]) <= N_VALIDATION:
+            raise TaskDataError(f"GSM8K's train file has {len(self._official['train'])} rows; the "
+                                f"validation split is its last {N_VALIDATION}, so it needs more "
+                                "(the official train.jsonl has 7,473)")
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt`, `question`, `solution` (the worked answer) and `answer` (gold)."""
         if split not in ("train", "validation", "test"):
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
-        rows = self._rows("test" if split == "test" else "train")
+        rows = self._official["test" if split == "test" else "train"]
         if split == "train":
             return datasets.Dataset.from_list(rows[:-N_VALIDATION])
         rows = rows[-N_VALIDATION:] if split == "validation" else rows
@@ -273,21 +260,27 @@ class GSM8K:
         return None if value is None else _canonical(value)
 
     def is_correct(self, completion: str, answer: str, **_) -> bool:
-        """True when the predicted number equals the gold `answer` within 1e-6."""
-        pred = self.extract_answer(completion)
-        return pred is not None and abs(float(pred) - _to_float(answer)) <= TOLERANCE
+        """True when the predicted number is the gold `answer`: exactly for an integer gold,
+        within `tolerance` otherwise."""
+        pred, gold = predict(completion), _exact(answer)
+        if pred is None or gold is None:
+            return False
+        return pred == gold if gold.denominator == 1 else abs(pred - gold) <= self.tolerance
 
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when the completion's final number equals the gold answer, else 0.
+        Graded in parallel under one time budget for rule 3 (tasks/bounded.py, layer 3).
 
         >>> GSM8K().reward(["16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\\n#### 18", "#### seventeen"],
         ...                answer=["18", "18"])
         [1.0, 0.0]
         """
-        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer, strict=True)]
+        pairs = list(zip(completions, answer, strict=True))
+        return bounded.grade_all(lambda pair: float(self.is_correct(*pair)), pairs)
 
     def run_info(self) -> dict:
-        """What a run record should keep: how often rule 3's math-verify guard and limit fired."""
+        """What a run record should keep: how often rule 3's math-verify guards, limit and budget
+        fired."""
         return {"math_verify": bounded.stats(since=self._counted_from)}
 
 
@@ -303,16 +296,16 @@ def _row(raw, where, line: int) -> dict:
             raise row_error(where, line, f"field `{field}` is {problem}", fix)
     solution = raw["answer"]
     gold = gold_answer(solution)
-    if gold is None or not math.isfinite(_parse_gold(gold)):
+    if gold is None or _parse_gold(gold) is None:
         raise row_error(where, line, f"field `answer` has no usable '#### <number>' "
                         f"(ends {solution[-40:]!r})", fix)
     return {"prompt": PROMPT.format(question=raw["question"]), "question": raw["question"],
             "solution": solution, "answer": gold}
 
 
-def _parse_gold(gold: str) -> float:
-    """The official regex also matches "#### ." and "#### 1.2.3"; those are no number (nan)."""
+def _parse_gold(gold: str) -> Fraction | None:
+    """The official regex also matches "#### ." and "#### 1.2.3"; those are no number (None)."""
     try:
-        return _to_float(gold)
+        return _exact(gold)
     except ValueError:
-        return math.nan
+        return None

@@ -12,7 +12,9 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+import tasks.bounded
 import tasks.gsm8k
+import tasks.numerals
 from tasks.base import TaskDataError
 from tasks.gsm8k import GSM8K
 
@@ -27,6 +29,7 @@ def task():
 
 def test_doctests():
     assert doctest.testmod(tasks.gsm8k).failed == 0
+    assert doctest.testmod(tasks.numerals).failed == 0
 
 
 def test_config_builds_the_task():
@@ -100,9 +103,17 @@ def test_extract_answer(task, completion, expected):
 
 def test_reward_gold_garbage_and_tolerance(task):
     completions = ["#### 18", "#### 18.0000001", "#### 17", "banana", "#### seventeen", "",
-                   "#### eighteen"]
-    assert task.reward(completions, answer=["18"] * 7) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0]
+                   "#### eighteen", "#### 18.000", "#### 17.9999999"]
+    assert task.reward(completions, answer=["18"] * 9) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
+                                                           1.0, 0.0]  # an integer gold is exact
     assert task.is_correct("so $1,234,567 in all", answer="1234567")
+    # a non-integer gold (none in the official data) matches within the task's tolerance
+    assert task.is_correct("#### 2.5000001", answer="2.5") and task.tolerance == 1e-6
+    assert not task.is_correct("#### 2.500002", answer="2.5")
+    assert not GSM8K(tolerance=0).is_correct("#### 2.5000001", answer="2.5")
+    for bad in (-1, float("nan"), "1e-6", True):
+        with pytest.raises(TaskDataError, match="task.tolerance=.* is not a tolerance"):
+            GSM8K(tolerance=bad)
 
 
 def test_hub_unreachable_gives_clear_error(monkeypatch):
@@ -120,13 +131,32 @@ def test_bad_source_and_split():
         GSM8K().load("dev")
 
 
+ROW = '{"question": "1+1?", "answer": "2\\n#### 2"}\n'
+
+
 def test_malformed_user_file_names_file_and_row(tmp_path):
-    (tmp_path / "test.jsonl").write_text(
-        '{"question": "1+1?", "answer": "2\\n#### 2"}\n{"question": "x", "answer": "no marker"}\n')
+    """Every row of both files is checked when the task is built, before any model loads: a test
+    row without #### used to fail the run at evaluation, after training."""
+    (tmp_path / "test.jsonl").write_text(ROW + '{"question": "x", "answer": "no marker"}\n')
+    (tmp_path / "train.jsonl").write_text(ROW * 501)
     with pytest.raises(TaskDataError, match=r"test\.jsonl:2: field `answer` has no usable"):
-        GSM8K(path=str(tmp_path)).load("test")
-    with pytest.raises(TaskDataError, match="not found"):
-        GSM8K(path=str(tmp_path)).load("train")
+        GSM8K(path=str(tmp_path))
+    (tmp_path / "test.jsonl").write_text(ROW)
+    (tmp_path / "train.jsonl").write_text(ROW * 600 + '{"question": "x", "answer": "#### ."}\n')
+    with pytest.raises(TaskDataError, match=r"train\.jsonl:601: field `answer` has no usable"):
+        GSM8K(path=str(tmp_path))
+    (tmp_path / "train.jsonl").write_text(ROW * 500)
+    with pytest.raises(TaskDataError, match="train file has 500 rows; the validation split is"):
+        GSM8K(path=str(tmp_path))
+    (tmp_path / "train.jsonl").unlink()
+    with pytest.raises(TaskDataError, match=r"train\.jsonl not found"):
+        GSM8K(path=str(tmp_path))
+    (tmp_path / "train.jsonl").write_text(ROW * 501)
+    t = GSM8K(path=str(tmp_path))
+    assert [len(t.load(s)) for s in ("train", "validation", "test")] == [1, 500, 1]
+
+
+OVERRULED = {"#### 18.0000001": False}  # the corpus file's line 16 says true; fix it there too
 
 
 def test_hand_judged_corpus(task):
@@ -137,6 +167,9 @@ def test_hand_judged_corpus(task):
     """
     rows = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
     assert len(rows) >= 40
+    for r in rows:  # judged before issue 35 (item 10): an integer gold is now compared exactly
+        if r["completion"] in OVERRULED:
+            r["correct"] = OVERRULED[r["completion"]]
     wrong = [(r["completion"][:60], r["gold"], r["correct"]) for r in rows
              if task.is_correct(r["completion"], answer=r["gold"]) != r["correct"]]
     assert wrong == []
@@ -166,7 +199,7 @@ def test_worker_threads_read_like_the_main_thread(task):
     assert out == main == [e for _, e in EXPLODING] + ["18", "18"]
     assert time.monotonic() - start < 30
     info = GSM8K().run_info()["math_verify"]  # counted from the task's creation: nothing yet
-    assert info == {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0}
+    assert info == {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0, "over_budget": 0}
     assert task.run_info()["math_verify"]["refused"] >= 2 * len(EXPLODING)
 
 
@@ -208,8 +241,69 @@ def test_malformed_rows_name_file_line_and_field(tmp_path, text, message):
 def test_bad_task_path_and_counts(tmp_path):
     (tmp_path / "test.jsonl").write_text('{"question": "q", "answer": "#### 2"}\n')
     with pytest.raises(TaskDataError, match="is a file"):
-        GSM8K(path=str(tmp_path / "test.jsonl")).load("test")
+        GSM8K(path=str(tmp_path / "test.jsonl"))
     with pytest.raises(TaskDataError, match="not a file path"):
-        GSM8K(path=5).load("test")
+        GSM8K(path=5)
     with pytest.raises(TaskDataError, match="task.n_eval"):
         GSM8K(n_eval=-1)
+
+
+# ---- issue 35: signs, exact values, hedges, costly LaTeX, regexes on 64k inputs ----
+@pytest.mark.parametrize("completion, expected", [
+    ("#### \u221218", "-18"),  # U+2212 MINUS SIGN: read as a minus (it scored for 18)
+    ("#### \u201318", "-18"),  # en dash
+    ("The answer is \u221218.", "-18"),
+    ("It fell from 5\u20137 degrees", "7"),  # a dash after a digit is a range, not a sign
+    ("#### 17.9999999", "17.9999999"),  # exact: not 18
+    ("#### 18e5", "1800000"),  # it scored for 18
+    ("#### 1.5E-3", "0.0015"),
+    ("#### 2e999", None),  # past 10^300: no answer
+    ("#### 18 or 19", None),  # a hedge: it took the first number
+    ("answer: 18, 19 or 20", None),
+    ("#### 18, 19, or 20", None),
+    ("It is 17 or 18.", None),  # rule 4: the last number ends a hedge
+    ("#### eighteen or nineteen", None),
+    ("so $\\boxed{\\pm 18}$", None),
+    ("so $\\boxed{18 \\text{ or } 19}$", None),
+    ("#### 18 (or so)", "18"),  # no second number: no hedge
+    ("Either 3 or 4 apples each, 7 in all.\n#### 7", "7"),  # a hedge in the working is fine
+])
+def test_signs_exact_values_and_hedges(task, completion, expected):
+    assert task.extract_answer(completion) == expected
+
+
+@pytest.mark.parametrize("completion", ["#### \u221218", "#### \u201318", "#### 17.9999999",
+                                        "#### 18e5", "#### 18 or 19", "answer: 18, 19 or 20",
+                                        "so $\\boxed{\\pm 18}$", "It is 18 or 19."])
+def test_each_attack_scores_zero_for_gold_18(task, completion):
+    assert task.reward([completion, "#### 18"], answer=["18", "18"]) == [0.0, 1.0]
+
+
+def test_costly_latex_in_a_batch_scores_within_seconds(task):
+    """Eight copies took 48.1 s (sympy to its 5 s limit, one after another); now refused at once."""
+    task.reward(["so $\\boxed{1}$"] * 4, answer=["1"] * 4)  # workers up: their start is not the point
+    start = time.monotonic()
+    rewards = task.reward([r"Let me compute \(\sum_{k=1}^{9999} k^{999}\)."] * 8 + ["#### 18"],
+                          answer=["18"] * 9)
+    assert time.monotonic() - start < 10
+    assert rewards == [0.0] * 8 + [1.0]
+
+
+N = 64_000
+ADVERSARIAL = [  # each grader regex and scan against 64k-character inputs built to backtrack
+    "#### " + "1," * (N // 2), "#### " + "1 " * (N // 2), "#### 1" + " " * N + "/",
+    "#### " + "1, " * (N // 3) + "x", "answer: 18" + ", 1" * (N // 3), "answer" + "*" * N,
+    "answer:" + " " * N + "x", "1" + " or" * (N // 3) + " 2", "1" + "," * N + "2",
+    "#### " + "\u2212" * N + "1", "1e" * (N // 2), "1" * N + "e" + "1" * N,
+    "#### " + "9" * N, "1" + "\u202f000" * (N // 4) + "1", "\\boxed{" + "\\pm " * (N // 4),
+    "#### " + "nine " * (N // 5), "or 1 " * (N // 5), "$" * N + "1",
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_adversarial_answers_parse_in_linear_time(task, text):
+    """Under 0.1 s of this thread's CPU (a busy machine does not count against it)."""
+    for grade in (task.extract_answer, lambda t: task.is_correct(t, answer="18")):
+        start = time.thread_time()
+        grade(text)
+        assert time.thread_time() - start < 0.1

@@ -1,8 +1,10 @@
-"""MATH-500 task: data, boxed extraction, math-verify scoring, hostile answers, threads.
+"""MATH-500 task: data, boxed extraction, math-verify scoring, hostile answers, threads, budgets.
 
     python -m pytest tests/test_task_math500.py -q
 """
 import doctest
+import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -11,7 +13,10 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+import tasks.answers
 import tasks.bounded
+import tasks.budget
+import tasks.expansion
 import tasks.math500
 from tasks import bounded
 from tasks.base import TaskDataError
@@ -67,8 +72,8 @@ def task():
 
 
 def test_doctests():
-    assert doctest.testmod(tasks.math500).failed == 0
-    assert doctest.testmod(tasks.bounded).failed == 0
+    for module in (tasks.math500, tasks.bounded, tasks.expansion, tasks.answers, tasks.budget):
+        assert doctest.testmod(module).failed == 0
 
 
 def test_config_and_splits():
@@ -127,19 +132,23 @@ def test_the_guard_refuses_exploding_shapes(answer):
     r"11,\! 111,\! 111,\! 100", r"\left( 3, \frac{\pi}{2} \right)", r"e^{i\pi}", r"\{1,2\}",
     "(" * 8 + "1" + ")" * 8, r"3\sqrt{2}", r"\$32,\!348", "Wow!! So $x^2$ is 4!"])
 def test_the_guard_passes_ordinary_answers(answer):
-    assert not bounded.risky(answer)
+    assert not bounded.blocked(answer)  # neither guard: risky, nor the expansion bound
 
 
 def test_the_guard_passes_every_shipped_answer(task):
     rows = task.load("test")
     boxes = [last_boxed(s) for s in rows["solution"]]
-    assert [a for a in list(rows["answer"]) + boxes if a is not None and bounded.risky(a)] == []
+    assert [a for a in list(rows["answer"]) + boxes if a is not None and bounded.blocked(a)] == []
 
 
 def test_an_answer_past_the_guard_is_killed_at_the_limit(task, monkeypatch):
-    """The backstop: a variable dodges the guard, yet sympy still builds 10^(9999*9999)."""
+    """The backstop: with the expansion guard off, a variable dodges `risky`, yet sympy still
+    builds 10^(9999*9999)."""
     slow = r"\boxed{(10^{9999}x)^{9999}}"
     assert not bounded.risky(slow[len("\\boxed{"):-1])
+    assert tasks.expansion.costly(slow[len("\\boxed{"):-1])  # refused by the guard that is off
+    monkeypatch.setattr(tasks.bounded, "costly", lambda text: None)
+    tasks.bounded._POOL.close()  # one worker (earlier reward calls started up to four)
     task.is_correct(r"\boxed{1}", answer="1")  # a worker is up: the limit below is all it gets
     monkeypatch.setattr(tasks.bounded, "LIMIT_S", 1.0)
     before = task.run_info()["math_verify"]
@@ -242,3 +251,138 @@ def test_many_boxes_are_read_in_linear_time(task):
     assert last_boxed("\\boxed{" * 100_000) is None
     assert last_boxed("\\boxed{" * 100_000 + "5}") == "5"
     assert task.is_correct("\\boxed{" * 100_000 + "5}", answer="5")
+
+
+
+# ---- issue 35: answers too costly to expand, per-call budgets, relations, hedges, regexes ----
+# Each passed the old guard and kept sympy busy until its 5 s limit, one completion after another:
+# sixteen copies in one reward call took 104.9 s, 117.0 s and 109.3 s.
+SLOW = [
+    r"\boxed{(x+y+z)^{99}}",
+    r"\boxed{" + r"\sin(" * 8 + "x" + ")" * 8 + "}",
+    r"\boxed{\sum_{k=1}^{9999} k^{999}}",
+]
+# ... and single calls over a second (6.2 s, 1.9 s, 1.5 s), and more of their kind.
+COSTLY = [r"(x+1)^{9999}", r"\sqrt[9999]{2}^{9999}", r"\prod_{k=1}^{9999}k", r"(x+1)^{100}",
+          r"(1+\sqrt{2})^{9999}", r"(1+i)^{9999}", r"(a+b+c+d+e)^{20}", "(x+1)**9999",
+          "(a+1)(b+1)(c+1)(d+1)(e+1)(f+1)(g+1)(h+1)", r"\sin(\sin(\sin(\sin(1))))",
+          "sin(sin(sin(sin(1))))", r"\exp\exp\exp\exp 1", r"\sin^2(\sin^2(\sin^2(\sin^2(1))))",
+          r"\sum_{k=1}^{n} k^{99}", r"\sum_{k=1}^{\infty}\frac{1}{k^{99}}", r"\sum_{k=1}^{101} k",
+          r"\prod_{k=1}^{100}(x+k)", r"\int_0^1 x^{9999} dx", r"\int e^{x^2} dx",
+          r"\sqrt[101]{2}", r"\binom{99999}{50000}", r"(x+1)^{\frac{9999}{1}}",
+          r"((x+y)^{30})^{30}", "99999999999999999999^{9999}", r"(10^{9999}x)^{9999}"]
+
+
+@pytest.mark.parametrize("answer", COSTLY + [s[len("\\boxed{"):-1] for s in SLOW])
+def test_the_expansion_guard_refuses_costly_answers(answer):
+    assert tasks.expansion.costly(answer) and bounded.blocked(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    r"(x+1)^{99}", r"(x+y+z)^{12}", r"\sin(\sin(\sin(1)))", r"\sum_{k=1}^{100} k^{2}",
+    r"\prod_{k=1}^{100} k", r"\sqrt[3]{2}", r"\binom{9999}{5000}", r"\sin^2 x + \cos^2 x",
+    r"\log_2 8", r"(x+1)^{n}", r"2^{\frac{1}{2}}", "1+2+3+4+5+6+7+8+9+10+11+12+13+14+15+16+17+18",
+    r"\frac{(x+1)^{2}}{(x-1)^{3}}", r"10^{9999}", r"5x - 7y + 11z + 4 = 0"])
+def test_the_expansion_guard_passes_ordinary_answers(answer):
+    assert tasks.expansion.costly(answer) is None
+
+
+@pytest.mark.parametrize("attack", SLOW)
+def test_sixteen_costly_answers_score_within_seconds(task, attack):
+    """Each batch took 105-117 s; now under 10 s (refused at once), and the gold still scores."""
+    task.reward([r"\boxed{1}"] * 4, answer=["1"] * 4)  # workers up: their start is not the point
+    start = time.monotonic()
+    rewards = task.reward([attack] * 16 + [r"\boxed{3}"], answer=["3"] * 17)
+    assert time.monotonic() - start < 10
+    assert rewards == [0.0] * 16 + [1.0]
+
+
+def test_the_budget_stops_answers_past_every_guard(task, monkeypatch):
+    """The backstop for what the guards miss: with the expansion guard off, sixteen copies of an
+    answer that takes ~6 s each stop at the call's budget (2 s + 0.25 s each: 6.25 s), counted."""
+    monkeypatch.setattr(tasks.bounded, "costly", lambda text: None)
+    task.reward([r"\boxed{1}"] * 8, answer=["1"] * 8)  # four workers up
+    before = task.run_info()["math_verify"]
+    start = time.monotonic()
+    rewards = task.reward([r"\boxed{3}"] + [r"\boxed{(x+1)^{9999}}"] * 16, answer=["3"] * 17)
+    took = time.monotonic() - start
+    assert rewards == [1.0] + [0.0] * 16  # the gold, first, is graded before the budget ends
+    assert took < tasks.budget.BASE_S + 17 * tasks.budget.PER_COMPLETION_S + 3
+    after = task.run_info()["math_verify"]
+    assert after["over_budget"] - before["over_budget"] >= 8  # the rest were never started
+    assert task.reward([r"\boxed{3}"], answer=["3"]) == [1.0]  # the next call has its own budget
+
+
+def test_a_reward_call_grades_in_parallel_like_one_at_a_time(task):
+    rows = task.load("test").select(range(24))
+    wrong = list(rows["answer"][1:]) + list(rows["answer"][:1])
+    completions, answers = list(rows["solution"]) * 2, list(rows["answer"]) + wrong
+    expected = [float(task.is_correct(c, answer=a)) for c, a in zip(completions, answers)]
+    assert task.reward(completions, answer=answers) == expected
+    assert 24 <= sum(expected) < 48
+
+
+@pytest.mark.parametrize("completion, gold, expected", [
+    (r"\boxed{5 = 3}", "3", False),  # math-verify alone took the right side
+    (r"\boxed{3 \approx 5}", "3", False),  # ... and the left side
+    ("The final answer is 3 or 5", "3", False),
+    ("The final answer is 5 or 3", "5", False),
+    ("The final answer is $3$ or $5$.", "3", False),
+    ("The final answer is 3, or equivalently 3.0", "3", True),  # "or" before no value: no hedge
+    (r"\boxed{3 \vee 5}", "5", False),  # math-verify reads 5
+    (r"\boxed{x = 3}", "3", True),
+    (r"\boxed{\frac{6}{2} = 3}", "3", True),
+    (r"\boxed{x \approx 3.0}", "3", True),
+    ("The final answer is 3", "3", True),
+    (r"\boxed{x=5}", "x=5", True),  # a relation in the gold: math-verify compares the whole
+    (r"\boxed{0.50000001}", r"\frac{1}{2}", False),  # compared at its own 8 places
+    (r"\boxed{0.5}", r"\frac{1}{2}", True),
+    (r"\boxed{0.333333}", r"\frac{1}{3}", True),  # math-verify's 6 places still hold
+    (r"\boxed{0.0000671}", ".0000672", False),
+    (r"\boxed{0.0000672}", ".0000672", True),
+    (r"\boxed 5 and \frac{3}{1}", "5", True),
+    (r"\boxed 5 and \frac{3}{1}", "3", False),
+    (r"\boxed{3, 5}", "3, 5", True),
+])
+def test_relations_hedges_and_decimals(task, completion, gold, expected):
+    assert task.is_correct(completion, answer=gold) is expected
+
+
+@pytest.mark.parametrize("text, boxed", [
+    (r"\boxed 5 and \frac{3}{1}", "5"), (r"\boxed 42.", "42"), (r"\boxed\pi + 1", r"\pi"),
+    (r"\boxed x", "x"), (r"\fbox{7}", "7"), (r"\boxed", None), (r"\boxedx{3}", None),
+])
+def test_a_bare_box_holds_one_token(text, boxed):
+    assert last_boxed(text) == boxed
+
+
+N = 64_000
+ADVERSARIAL = [  # every grader regex and scan against 64k-character inputs built to backtrack
+    "\\boxed{\\text{" + " " * N + "{}}}",  # took 29.6 s in normalise's \text\{\s*([^{}]*)\}
+    "\\boxed{\\text{" + " " * N + "}",
+    "\\boxed{" + "\\text{ " * (N // 7) + "}",
+    "\\boxed{" + " ." * (N // 2) + "}", "\\boxed{" + "x=" * (N // 2) + "}",
+    "\\boxed{" + "=" * N + "}", "\\boxed{" + "{" * N, "\\boxed " + "9" * N,
+    "The final answer is " + "3 or " * (N // 5), "answer" * (N // 6) + " or 5",
+    "\\boxed{" + "\\approx" * (N // 7) + "}", "\\boxed{" + ".1" * (N // 2) + "}",
+    "\\boxed{" + "(" * (N // 2) + "}" * (N // 2), "\\boxed" * (N // 6) + "{5}",
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_adversarial_answers_parse_in_linear_time(task, text):
+    """Under 0.1 s of this thread's CPU (a busy machine does not count against it)."""
+    for grade in (task.extract_answer, lambda t: task.is_correct(t, answer="5")):
+        start = time.thread_time()
+        grade(text)  # is_correct: an answer over 1,000 characters is refused before sympy
+        assert time.thread_time() - start < 0.1
+
+
+def test_rows_are_checked_when_the_task_is_built(tmp_path):
+    bad = tmp_path / "test.jsonl"
+    for answer, message in [("", "field `answer` is blank"),
+                            ("\\frac{1}{2", "field `answer` has unbalanced braces"),
+                            ("(x+1)^{9999}", "field `answer` is refused by the grader's cost guards")]:
+        bad.write_text(GOOD + "\n" + json.dumps({"problem": "x", "answer": answer}) + "\n")
+        with pytest.raises(TaskDataError, match=r"test\.jsonl:2: " + re.escape(message)):
+            MATH500(path=str(bad))  # at build: before any model loads
