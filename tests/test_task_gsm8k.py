@@ -156,9 +156,6 @@ def test_malformed_user_file_names_file_and_row(tmp_path):
     assert [len(t.load(s)) for s in ("train", "validation", "test")] == [1, 500, 1]
 
 
-OVERRULED = {"#### 18.0000001": False}  # the corpus file's line 16 says true; fix it there too
-
-
 def test_hand_judged_corpus(task):
     """Every hand-judged completion in tests/data/gsm8k_grading.jsonl is graded as judged.
 
@@ -167,9 +164,7 @@ def test_hand_judged_corpus(task):
     """
     rows = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
     assert len(rows) >= 40
-    for r in rows:  # judged before issue 35 (item 10): an integer gold is now compared exactly
-        if r["completion"] in OVERRULED:
-            r["correct"] = OVERRULED[r["completion"]]
+    # line 16, `#### 18.0000001` for gold 18, was judged correct before integer golds were compared exactly
     wrong = [(r["completion"][:60], r["gold"], r["correct"]) for r in rows
              if task.is_correct(r["completion"], answer=r["gold"]) != r["correct"]]
     assert wrong == []
