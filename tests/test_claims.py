@@ -14,10 +14,15 @@ CLAIM = {c.id: c for c in claims.CLAIMS}
 PROMPT, SEED = "by prompt (paired bootstrap)", "by seed (Student-t)"
 
 
-def row(model, comparison, metric, diff, lo, hi, kind="trained vs base", pairing=PROMPT):
-    result = "detected" if lo > 0 or hi < 0 else "not detected"
+def row(model, comparison, metric, diff, lo, hi, kind="trained vs base", pairing=PROMPT, p=None, p_bh=None):
+    """A comparisons.csv row; without p (a file written before BH) it is read by its interval, uncorrected."""
+    if p is None:
+        result = "detected" if lo > 0 or hi < 0 else "not detected"
+    else:
+        result = "detected" if p_bh <= 0.05 else "nominal only" if p < 0.05 else "not detected"
     return dict(model=model, kind=kind, comparison=comparison, metric=metric, difference=diff, ci_low=lo, ci_high=hi,
-                n_seeds=3 if pairing == SEED else 1, n_prompts=200, pairing=pairing, result=result, note="")
+                n_seeds=3 if pairing == SEED else 1, n_prompts=200, pairing=pairing, result=result, note="",
+                p_value=p, p_bh=p_bh)
 
 
 def write(results: Path, exp: str, rows: list[dict]) -> Path:
@@ -150,3 +155,72 @@ def test_every_experiment_named_exists():
         for exp in (*c.cpu, *c.gpu):
             assert (ROOT / "conf" / "experiment" / f"{exp}.yaml").is_file(), (c.id, exp)
         assert bool(c.undecidable) != bool(c.rule), c.id          # a rule, or why none decides it
+
+
+def test_only_rows_surviving_bh_and_holm_count(tmp_path):
+    es = "ES vs Original"
+    nominal = row("zoo-1m", es, "greedy_acc", 0.05, 0.01, 0.09, p=0.03, p_bh=0.107)   # interval excludes 0
+    write(tmp_path, "qiu2025_table1_cpu", [nominal])
+    v = verdict(tmp_path, "Q1")
+    assert v.word == "not detected" and not v.uncorrected and "nominal only" in claims.quote(v.rows[0])
+    assert "1 nominal only" in v.detail
+    write(tmp_path, "qiu2025_table1_cpu", [dict(nominal, p_value=0.001, p_bh=0.01, result="detected")])
+    assert verdict(tmp_path, "Q1").word == "supported"
+    # two BH-surviving rows against the claim: p 0.03 each, Holm over the two gives 0.06: neither counts
+    against = [row(m, es, "pass@1", -0.02, -0.04, -0.001, p=0.03, p_bh=0.04) for m in ("zoo-100k", "zoo-1m")]
+    write(tmp_path, "qiu2025_table1_cpu", against)
+    v = verdict(tmp_path, "C2")
+    assert v.word == "not detected" and "2 detected in its file but not after Holm" in v.detail
+    assert "Holm p = 0.060 over 2 rows" in claims.quote(v.rows[0])
+    write(tmp_path, "qiu2025_table1_cpu", [dict(against[0], p_value=0.02), dict(against[1], p_value=0.5, p_bh=0.6)])
+    assert verdict(tmp_path, "C2").word == "contradicted"                 # Holm: 2 x 0.02 = 0.04 <= 0.05
+
+
+def test_holm_step_down():
+    assert list(claims.holm([0.01, 0.04, 0.03])) == pytest.approx([0.03, 0.06, 0.06])
+    adj = claims.holm([0.02, float("nan")])
+    assert adj[0] == pytest.approx(0.02) and adj[1] != adj[1]
+
+
+def test_a_file_without_p_is_uncorrected_and_says_so(tmp_path):
+    results = tmp_path / "results"
+    (results / "quickstart").mkdir(parents=True)
+    old = {k: v for k, v in row("zoo-1m", "ES vs base", "greedy_acc", -0.05, -0.09, -0.01).items()
+           if k not in ("p_value", "p_bh")}
+    pd.DataFrame([old]).to_csv(results / "quickstart" / "comparisons.csv", index=False)   # no p_bh column
+    v = claims.verdict(CLAIM["Q1"], results, "quickstart")
+    assert v.word == "contradicted" and v.uncorrected and "by 95% interval alone" in v.detail
+    out = tmp_path / "docs" / "claims.md"
+    text = claims.ledger(results, out)
+    assert "quickstart: contradicted (uncorrected)" in text
+    assert "**contradicted** (uncorrected: records needed to apply BH)" in text
+
+
+def test_not_testable_is_its_own_reason(tmp_path):
+    same = dict(row("zoo-1m", "ES vs Original", "greedy_acc", 0.0, float("nan"), float("nan")), pairing="none",
+                result="not testable: the two columns are identical (both 0.0 points on all 200 prompts)")
+    write(tmp_path, "qiu2025_table1_cpu", [same])
+    v = verdict(tmp_path, "Q1")
+    assert v.word == "not testable" and "predate" not in v.detail and "not testable" in v.detail
+    tested = row("zoo-100k", "ES vs Original", "greedy_acc", 0.05, 0.01, 0.09, p=0.001, p_bh=0.01)
+    write(tmp_path, "qiu2025_table1_cpu", [tested, same])
+    v = verdict(tmp_path, "Q1")
+    assert v.word == "not detected" and "1 not testable" in v.detail and "predate" not in v.detail
+
+
+def test_nominal_only_rows_decide_nothing_in_the_custom_rules(tmp_path):
+    kind = "population N vs N=30"
+    rows = [row("ladder-100k", "ES population=10 vs ES population=30", "greedy_acc", -0.01, -0.04, 0.02, kind=kind,
+                pairing=SEED, p=0.4, p_bh=0.5),
+            row("ladder-750k", "ES population=10 vs ES population=30", "greedy_acc", -0.088, -0.16, -0.017, kind=kind,
+                pairing=SEED, p=0.034, p_bh=0.107)]
+    write(tmp_path, "population_cpu", rows)
+    v = claims.verdict(CLAIM["C7"], tmp_path, "population_cpu")
+    assert v.word == "not detected" and "a nominal-only loss: BH p 0.107" in v.detail
+    write(tmp_path, "scale_ladder_cpu", [
+        row("ladder-100k", "ES sigma=0.003 vs Original", "greedy_acc", -0.05, -0.09, -0.01, pairing=SEED, p=0.001,
+            p_bh=0.01),
+        row("ladder-750k", "ES sigma=0.01 vs Original", "greedy_acc", 0.043, 0.017, 0.069, pairing=SEED, p=0.019,
+            p_bh=0.060)])
+    v = claims.verdict(CLAIM["1.5B"], tmp_path, "scale_ladder_cpu")
+    assert v.word == "not detected" and "ladder-750k 0 (a nominal-only gain: BH p 0.060)" in v.detail

@@ -1,7 +1,9 @@
 """NOTE-076's claims section (harness/reporting/update_claims.py): counts read from analysis.json, placed once in findings.md."""
 import json
 
-from harness.reporting.update_claims import MARK, lines, refresh_findings, with_claims
+import math
+
+from harness.reporting.update_claims import MARK, lines, power, refresh_findings, walk_below, with_claims
 
 
 def run(label, norms, set_size, set_norms, below, ok, numerics=None, method="es"):
@@ -22,12 +24,12 @@ def test_counts_runs_reaching_each_figure_and_matching_the_walk():
     assert "GRPO" not in text  # Adam's update is not what NOTE-076's ES claims are about
     exact, bf16_ = text.split("- m, ES bf16")
     assert "exact (fp32 master; not recorded), 2 runs" in exact
-    assert "norms 0 to 1; NOTE-076's 72-80 reached in 0 of 2; the norm count matches the random-walk null in 2 of 2" in exact
+    assert "norms 0 to 1; NOTE-076's 72-80 reached in 0 of 2; the norm count is the walk's in 2 of 2" in exact
     assert "52.0% to 52.1%; inside NOTE-076's 77.6-93.0% in 0 of 2" in exact
     assert "inplace bfloat16 iid, 2 runs" in bf16_
     assert "norms 71 to 80; NOTE-076's 72-80 reached in 1 of 2" in bf16_
     assert "size 10 to 144, norms 5 to 117; a norm majority (NOTE-076: 117 of 144) in 1 of 2" in bf16_  # 5 of 10 is no majority
-    assert "80.0% to 95.0%; inside NOTE-076's 77.6-93.0% in 1 of 2; matches the random-walk null in 1 of 2" in bf16_
+    assert "80.0% to 95.0%; inside NOTE-076's 77.6-93.0% in 1 of 2; the share is the walk's in 1 of 2" in bf16_
     assert "1.00x to 2.30x the walk's" in bf16_
 
 
@@ -52,3 +54,16 @@ def test_an_older_analysis_is_not_read_as_one_es_update():
     text = "\n".join(lines([old]))
     assert "C5: this analysis.json cuts at another step" in text and "3.0%" not in text
     assert "maximum-|delta| set: not in this analysis.json" in text and "no random-walk null to read it against" in text
+
+
+def test_the_walk_null_has_no_power_at_these_iteration_counts():
+    # a perfect signal (rho = 1) moves the drift ratio by sqrt(1 + T N / d): zoo-1m needs 1,013 updates, SmolLM2 181,147
+    assert power(46, 30, 752_128)[1] == 1013 and power(46, 30, 752_128)[0] == math.sqrt(1 + 46 * 30 / 752_128)
+    assert power(2, 30, 134_515_008)[1] == 181_147       # ceil(0.0404 x 134,515,008 / 30)
+    walked = run("ES", 0, 1, 0, 0.52, True)
+    walked["null"]["walk"] = {"t": 2, "n": 30}
+    walked["null"]["n_updated"] = 134_515_008
+    text = "\n".join(lines([walked]))
+    assert "T = 2 applied updates" in text and "cannot tell learning from none" in text
+    assert "Not testable as defined" in text and "after T = 2 updates a walk puts 52.0% there" in text
+    assert abs(walk_below(1) - 0.6827) < 1e-4          # at most 68.3% of a walk's coordinates below one update
