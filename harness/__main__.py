@@ -8,7 +8,11 @@ imported until the config has been checked (harness/runner/cli.py): on this 2-co
 import os
 import sys
 
-from harness.runner.model_arg import ModelArgError, rewrite_argv
+from harness.core.lifeline import die_with_parent
+
+die_with_parent()  # a run's child process (harness/runner/experiment.py): SIGTERM when its experiment dies
+
+from harness.runner.model_arg import ModelArgError, rewrite_argv  # noqa: E402
 
 if len(sys.argv) == 1:
     sys.argv.append("experiment=quickstart")
@@ -20,6 +24,13 @@ try:
     sys.argv = rewrite_argv(sys.argv)
 except ModelArgError as e:
     print(f"esbench: error: {e}", file=sys.stderr)
+    sys.exit(2)
+from harness.core.paths import CONF_DIR  # noqa: E402
+from harness.core.yamlcheck import first_yaml_problem  # noqa: E402
+
+problem = first_yaml_problem(sys.argv[1:], CONF_DIR)  # file:line:col, not Hydra's 95-line traceback
+if problem:
+    print(f"esbench: error: {problem}", file=sys.stderr)
     sys.exit(2)
 
 from harness.core.records import git_sha  # noqa: E402

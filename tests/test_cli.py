@@ -98,11 +98,45 @@ def _imports(*args, env=None):
     (["+eval.n_prompt=20"], "esbench: error: unknown key 'n_prompt' in eval"),
     (["method=es", "method.params='([bad'"], "esbench: error: method.params='([bad' is not all"),
     (["model=./no/such/model"], "esbench: error: model=./no/such/model: no conf/model option and no folder"),
+    # issue 35 items 9 and 16: these came after torch (10-57 s), some as tracebacks or naming no key
+    (["method=es", "method.sigma=0"], "esbench: error: method.sigma=0 and method.alpha=0.005 must both be > 0"),
+    (["method=es", "method.population=0"], "esbench: error: method.population=0: z-scores need at least 2 members"),
+    (["method=es", "method.population=2.5"], "esbench: error: method.population=2.5 must be a whole number"),
+    (["method=es", "method.sigma=abc"], "esbench: error: method.sigma='abc' must be a finite number"),
+    (["method=grpo", "method.num_generations=1"], "esbench: error: method.num_generations=1: GRPO needs a group"),
+    (["method=grpo", "method.learning_rate=-1e-5"], "esbench: error: method.learning_rate=-1e-05 must be > 0"),
 ])
-def test_config_errors_come_in_one_line_before_torch_loads(args, message):
-    rc, err, modules = _imports(*args)
+def test_config_errors_come_in_one_line_before_torch_loads(args, message, tmp_path):
+    rc, err, modules = _imports(*args, f"runs_dir={tmp_path}")  # Hydra makes its run folder before the check
     assert rc == 2 and err == [next(ln for ln in err if ln.startswith(message))], err
     assert "torch" not in modules and "transformers" not in modules and "trl" not in modules
+
+
+EXPERIMENTS = {
+    "broken": ("cells:\n  - {label: base, overrides: [method=base]\n  - {label: ES, overrides: [method=es]}\n",
+               "esbench: error: {conf}/experiment/broken.yaml:5:3: expected ',' or '}}', but got '-' "
+               "(while parsing a flow mapping at line 4)"),
+    "nomodel": ("models: [zoo-100k, zoo-nosuch]\ncells:\n  - {label: base, overrides: [method=base]}\n",
+                "esbench: error: models[1]='zoo-nosuch' is not a conf/model option; did you mean 'zoo-4m'?; "
+                "choose from: "),
+    "twice": ("cells:\n  - {label: base, overrides: [method=base]}\n  - {label: base, overrides: [method=es]}\n",
+              "esbench: error: cells[1] is named 'base' like cells[0]"),
+    "cellvalue": ("models: [zoo-100k]\ncells:\n  - {label: ES, overrides: [method=es, method.alpha=0]}\n",
+                  "esbench: error: run 0 (ES): method.sigma=0.01 and method.alpha=0 must both be > 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_experiment_file_errors_come_in_one_line_before_torch_loads(tmp_path, name):
+    """Before: a 95-line YAML traceback; Hydra's 27-line model listing after 32 s; duplicate labels passing
+    +dry_run; a cell's bad value after torch loaded. The cell's value is checked with every run's config."""
+    body, message = EXPERIMENTS[name]
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / f"{name}.yaml").write_text(f"# @package _global_\ngroup: {name}\n{body}")
+    rc, err, modules = _imports("--config-dir", str(tmp_path), f"experiment={name}", "+dry_run=true",
+                                f"runs_dir={tmp_path / 'runs'}")
+    assert rc == 2 and len(err) == 1 and err[0].startswith(message.format(conf=tmp_path)), err
+    assert "torch" not in modules and "transformers" not in modules
 
 
 def test_a_hub_model_that_cannot_load_offline_is_one_line_within_seconds():

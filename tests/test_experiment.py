@@ -162,3 +162,37 @@ def test_a_run_killed_by_a_signal_says_so_not_no_error(tmp_path):
     mark_killed(tmp_path, msg)
     rec = read_record(tmp_path / "record.json")
     assert rec.status == "failed" and rec.error == msg and rec.label == "PPO"
+
+
+@pytest.mark.parametrize("args, folder", [
+    (["experiment=smoke", "stamp=busy"], "runs/smoke/busy"),                     # a whole experiment
+    (["experiment=smoke", "stamp=busy", "+run_index=3"], "runs/smoke/busy"),     # one job of a fan-out
+    (["method=base", "model=zoo-100k", "stamp=busy"], "runs/adhoc/busy-base"),   # an ad-hoc single run
+])
+def test_a_second_process_on_a_stamp_is_refused_in_one_line(tmp_path, args, folder):
+    """Issue 35 item 4, before: two processes on one stamp both ran every run, one ES run died on
+    FileNotFoundError in its checkpoint, an ok record overwrote a failed one, the step log got duplicate lines."""
+    from test_locks import holder
+    other = holder(tmp_path / folder)
+    try:
+        r = harness(*args, cwd=tmp_path)
+    finally:
+        other.kill()
+        other.wait()
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+    assert lines[0].startswith(f"esbench: error: the ") and f"{folder} is in use by process {other.pid} " in lines[0]
+    assert not list(tmp_path.rglob("record.json"))  # refused before writing anything
+
+
+def test_a_failure_whose_record_another_process_wrote_says_so(tmp_path):
+    """Before: "FAILED run 2 ... (no error in its record)" when the other process's ok record overwrote it."""
+    from harness.core.records import new_record, write_record
+    from harness.runner.experiment import _failure
+
+    rec = new_record(label="ES")
+    rec.status, rec.pid, rec.host = "ok", 4242, "elsewhere"
+    write_record(tmp_path, rec)
+    msg = _failure(tmp_path, 1)
+    assert msg.startswith("failed (exit status 1) without recording why: ") and "says ok" in msg
+    assert "process 4242 on elsewhere" in msg and "no error in its record" not in msg

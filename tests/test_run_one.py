@@ -11,14 +11,18 @@ the command line itself (slow: a fresh interpreter each).
 """
 import json
 import re
+from types import SimpleNamespace
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from harness.analysis.update import UPDATE_NAME, base_hash
 from harness.core.policy import load_policy
 from harness.core.records import RECORD_NAME, read_record
-from harness.runner.run import run_one
+from harness.analysis.settings import analysis_config
+from harness.runner.run import run_one, track_entropy
+from tasks.base import TaskDataError
 from harness.runner.schema import validate
 
 POPULATION, PROMPTS, ITERATIONS = 4, 4, 2
@@ -92,3 +96,70 @@ def test_base_run_evaluates_and_records(compose, tmp_path):
     assert not rec.trains and rec.label == "base"
     assert rec.budget["steps"] == rec.budget["samples_used"] == 0 and rec.steps == []
     assert not rec.update and not (tmp_path / UPDATE_NAME).exists()  # nothing trained, nothing stored
+
+
+EVAL_ONLY = ["model=zoo-100k", "device=cpu", "group=t", "method=base", "task.n_eval=4", "task.max_new_tokens=8",
+             "eval.n_prompts=4", "eval.n_samples=2", "eval.pass_ks=[1,2]", "eval.maj_ks=[2]", "eval.n_boot=20"]
+
+
+@pytest.mark.parametrize("task", ["math500", "humaneval"])
+def test_evaluation_only_tasks_run_with_base(compose, tmp_path, task):
+    """Before: "MATH-500 is evaluation-only: there is no validation split ... evaluate with task=math500",
+    from entropy tracking asking a run that trains nothing for validation prompts."""
+    cfg = compose(*EVAL_ONLY, f"task={task}")
+    validate(cfg)
+    run_one(cfg, tmp_path)
+    rec = read_record(tmp_path / RECORD_NAME)
+    assert rec.status == "ok", rec.error
+    assert rec.metrics["test"]["greedy_acc"]["n"] == 4 and rec.entropy == []
+
+
+class _Training:
+    name, trains = "toy", True
+
+
+class _NoValidation:
+    name, max_new_tokens = "noval", 4
+
+    def __init__(self, rows=None):
+        self.rows = rows
+
+    def load(self, split):
+        if self.rows is None:
+            raise TaskDataError(f"noval is evaluation-only: there is no {split} split")
+        import datasets
+        return datasets.Dataset.from_list(self.rows)
+
+
+@pytest.mark.parametrize("task, why", [(_NoValidation(), "noval is evaluation-only: there is no validation split"),
+                                       (_NoValidation(rows=[]), "noval has no validation prompts")])
+def test_entropy_tracking_is_skipped_with_a_note_without_validation_prompts(task, why):
+    """A training run on a task with no validation split, or an empty one (an MBPP file with no validation
+    rows was a 25-line `Column 'prompt' doesn't exist`), goes on without entropy and says so."""
+    ledger = SimpleNamespace(listeners=[])
+    analysis = analysis_config({"entropy_every_flops_fraction": 0.5, "entropy_prompts": 2, "entropy_samples": 1})
+    note = track_entropy(ledger, analysis, policy=None, task=task, method=_Training(), rows=[])
+    assert ledger.listeners == [] and note.startswith(f"entropy tracking skipped: {why}")
+
+
+def test_a_rerun_notes_the_failed_record_it_replaces_and_a_busy_run_is_not_touched(compose, tmp_path):
+    """A failed record is replaced only with a line saying so (log and record.notes); while another
+    process holds the run's folder, nothing is written at all."""
+    from harness.core.locks import FolderBusy
+    from harness.core.records import new_record, write_record
+    from test_locks import holder
+
+    old = new_record(label="base")
+    old.status, old.error = "failed", "RuntimeError: the first try"
+    write_record(tmp_path, old)
+    other = holder(tmp_path)
+    try:
+        with pytest.raises(FolderBusy, match=f"in use by process {other.pid}"):
+            run(compose, tmp_path, "method=base")
+    finally:
+        other.kill()
+        other.wait()
+    assert read_record(tmp_path / RECORD_NAME).error == "RuntimeError: the first try"  # untouched
+    rec = run(compose, tmp_path, "method=base")
+    assert rec.status == "ok" and len(rec.notes) == 1
+    assert rec.notes[0].startswith(f"replaces the failed record of {tmp_path}") and "the first try" in rec.notes[0]

@@ -101,3 +101,84 @@ def test_param_names_match_es_core():
 def test_held_out_task_names_are_checked_at_load(compose, override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(compose(override))
+
+
+# Issue 35 items 9 and 16: method values are checked at load, torch-free, with the constructors' own messages.
+VALUE_CASES = [
+    (["method=es", "method.sigma=0"], "method.sigma=0 and method.alpha=0.005 must both be > 0"),
+    (["method=es", "method.alpha=0"], "method.sigma=0.01 and method.alpha=0 must both be > 0"),
+    (["method=es", "method.population=1"], "method.population=1: z-scores need at least 2 members; set >= 2"),
+    (["method=es", "method.alpha_per_sigma=-1"], "method.alpha_per_sigma=-1 must be > 0"),
+    (["method=es", "method.prompts_per_iteration=0"], "method.prompts_per_iteration=0 must be >= 1"),
+    (["method=es", "method.antithetic=true", "method.population=5"], "method.antithetic=true needs an even population"),
+    (["method=grpo", "method.num_generations=1"], "method.num_generations=1: GRPO needs a group of at least 2"),
+    (["method=grpo", "method.learning_rate=-1e-5"], "method.learning_rate=-1e-05 must be > 0 (paper grid"),
+    (["method=grpo", "method.beta=-1"], "method.beta=-1 must be >= 0"),
+    (["method=grpo", "method.prompts_per_step=0"], "method.prompts_per_step=0 must be >= 1"),
+    (["method=ppo", "method.learning_rate=0"], "need method.kl_coef >= 0, learning_rate > 0 and temperature > 0"),
+    (["method=ppo", "method.num_ppo_epochs=0"], "method.num_ppo_epochs=0 must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("overrides, message", VALUE_CASES)
+def test_method_values_fail_at_load_as_the_constructor_says(compose, overrides, message):
+    """The same line the constructor gives after torch loads, now before; the second half fails when
+    methods/ change a rule or its message and schema.py's copy does not follow."""
+    from hydra.utils import instantiate
+
+    c = compose("model=zoo-100k", *overrides)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(c)
+    with pytest.raises(Exception, match=re.escape(message)):
+        instantiate(c.method)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["method=es", "method.population=0"], "method.population=0: z-scores need at least 2 members; set >= 2"),
+    (["method=es", "method.population=2.5"], "method.population=2.5 must be a whole number"),
+    (["method=es", "method.sigma=abc"], "method.sigma='abc' must be a finite number"),
+    (["method=es", "method.sigma=.nan"], "method.sigma='.nan' must be a finite number"),
+    (["method=es", "method.sigma=nan"], "method.sigma=nan must be a finite number"),
+    (["method=es", "method.antithetic=3"], "method.antithetic=3 must be true or false"),
+    (["method=grpo", "method.max_completion_length=abc"], "method.max_completion_length='abc' must be a whole number"),
+    (["task.n_eval=1.5"], "task.n_eval=1.5 must be a whole number"),
+    (["eval.temperature=hot"], "eval.temperature='hot' must be a finite number"),
+])
+def test_wrong_types_name_the_key(compose, overrides, message):
+    """Before: population=2.5 crashed inside ES after training started; sigma=abc was
+    `'>' not supported between instances of 'str' and 'int'`, naming no key; population=0 said >= 1."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(compose("model=zoo-100k", *overrides))
+
+
+def _experiment(tmp_path, name: str, body: str):
+    (tmp_path / "experiment").mkdir(exist_ok=True)
+    (tmp_path / "experiment" / f"{name}.yaml").write_text(f"# @package _global_\ngroup: {name}\n{body}")
+    return f"hydra.searchpath=[file://{tmp_path}]"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("cells:\n  - {label: base, overrides: [method=base]}\n  - {label: base, overrides: [method=es]}\n",
+     "cells[1] is named 'base' like cells[0]; give every cell and grid its own label"),
+    ("cells:\n  - {label: GRPO, overrides: [method=base]}\ngrids:\n  - {name: GRPO, overrides: [method=grpo], "
+     "axes: {method.beta: [0.1]}}\n", "grids[0] is named 'GRPO' like cells[0]"),
+    ("cells:\n  - {label: ES a, overrides: [method=base]}\n  - {label: ES_a, overrides: [method=es]}\n",
+     "cells[1] is named 'ES_a' like cells[0]"),  # one run folder: the labels' slugs collide
+    ("cells:\n  - {label: ES, overrides: [method=es], axes: {method.sigma: [1.0e-3, 0.001]}}\n",
+     "cells[0]: the run 'ES sigma=0.001' comes twice"),
+])
+def test_duplicate_labels_are_refused_at_load(compose, tmp_path, body, message):
+    """Before: they passed +dry_run, the second run failed with "pass a new stamp" and the table said 2/2."""
+    c = compose(f"experiment=dup", _experiment(tmp_path, "dup", body))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(c)
+
+
+def test_an_unknown_model_in_the_models_axis_is_one_line(compose, tmp_path):
+    """Before: Hydra's 27-line listing after 32 s, from the first run's composition."""
+    c = compose("experiment=m", _experiment(tmp_path, "m", "models: [zoo-100k, zoo-1mm]\n"
+                                            "cells:\n  - {label: base, overrides: [method=base]}\n"))
+    with pytest.raises(ConfigError, match=r"models\[1\]='zoo-1mm' is not a conf/model option; did you mean "
+                                          r"'zoo-1m'\?; choose from: .*zoo-100k.*zoo-4m") as e:
+        validate(c)
+    assert "\n" not in str(e.value)

@@ -7,6 +7,8 @@ little under ES. Measured by an `EvalEvery` listener (harness/core/steplog.py) o
 `entropy_prompts` validation prompts of the training task (or, with `analysis.entropy_task=gpqa`,
 the first test prompts of that held-out task, as NOTE-076 measured it during GSM8K training) with a
 fixed sampling seed, against FLOPs; recorded in record.entropy (each row names its task), never charged.
+A task with no such split (MATH-500 and HumanEval are evaluation-only) or an empty one raises NoPrompts
+when the listener is built, and the run goes on without it (harness/runner/run.py notes it in the record).
 """
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from harness.core.policy import Policy, generate
+from tasks.base import TaskDataError
+
+
+class NoPrompts(ValueError):
+    """The task has no prompts on the split entropy is measured on; the message says which and why."""
 
 
 @torch.no_grad()
@@ -54,8 +61,17 @@ def sample_entropy(policy: Policy, prompts: list[str], n: int, max_new_tokens: i
 
 def entropy_fn(policy: Policy, task, n_prompts: int, n_samples: int, temperature: float = 1.0,
                split: str = "validation"):
-    """The listener's callback: entropy on the first `n_prompts` prompts of `split` (a fixed set)."""
-    rows = task.load(split)
+    """The listener's callback: entropy on the first `n_prompts` prompts of `split` (a fixed set).
+
+    Raises:
+        NoPrompts: `split` does not exist for the task, or holds no prompts.
+    """
+    try:
+        rows = task.load(split)
+    except TaskDataError as e:  # e.g. "MATH-500 is evaluation-only: there is no validation split"
+        raise NoPrompts(str(e)) from None
+    if len(rows) == 0 or "prompt" not in rows.column_names:  # an empty file's Dataset has no columns at all
+        raise NoPrompts(f"{getattr(task, 'name', type(task).__name__)} has no {split} prompts")
     prompts = rows.select(range(min(n_prompts, len(rows))))["prompt"]
 
     def fn() -> dict:

@@ -26,7 +26,8 @@ from harness.analysis.sparsity import (fraction_below, member_step, sparsity_cur
 from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.policy import load_policy
-from harness.core.records import RECORD_NAME, read_manifest, read_records
+from harness.core.records import RECORD_NAME, read_records
+from harness.reporting.aggregate import plan_of
 from harness.reporting.report import output_name
 from harness.reporting.update_claims import refresh_findings, section as claims_section
 
@@ -157,7 +158,7 @@ def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) ->
     if not records:  # nothing to analyse: an empty analysis must not replace a good one
         raise UpdateError(f"no run records under {records_root}; pass runs/<group>/<stamp> or a run folder "
                           "(nothing was written)")
-    manifest = read_manifest(records_root)
+    manifest = plan_of(records_root, warnings)  # a damaged experiment.json: a warning, no plan
     bases, runs, skipped, not_ok = Bases(), [], [], []
     for r in records:
         if r.effective_status != "ok":

@@ -18,6 +18,14 @@ class ConfigError(UserError, ValueError):
     """A composed config is wrong: an unknown key, a wrong type, an impossible combination."""
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (what `timeout` and Slurm send): the run's record says interrupted, not failed.
+
+    Defined here, not in harness/runner/run.py, so the command line installs its SIGTERM handler
+    without importing torch (harness/runner/run.py re-exports it).
+    """
+
+
 def did_you_mean(name: str, valid, listing: str = "valid keys") -> str:
     """The hint after an unknown name: the nearest valid one, or (none near) all of them after `listing`."""
     near = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.5)

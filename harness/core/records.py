@@ -9,7 +9,13 @@ rebuilds every table from these two alone.
 Schema history: 1 = untyped dicts (still read: the same keys, and `trains` is inferred from the
 method); 2 = these dataclasses, with `steps`, `curve`, `trains`, `pid`/`host` and the `running`
 and `interrupted` states; later additions with defaults (still 2): `entropy` and `update`
-(harness/analysis/).
+(harness/analysis/), and `notes` (what a run skipped or replaced, e.g. entropy tracking on a task
+with no validation split, or the failed record a rerun replaced).
+
+Reading checks the shape (a record that is not an object, a `metrics` that is not split -> metric ->
+{mean, ci_low, ci_high}, an ok record with no `metrics`): such a file raises RecordError naming the
+file and the problem, and read_records skips it with that line, so tables show its run MISSING
+instead of crashing on it (or counting it ok).
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import os
 import platform
 import socket
 import subprocess
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
@@ -127,6 +133,7 @@ class Record:
     heldout: dict = field(default_factory=dict)     # task -> {metrics, pass_curve, examples, task_info}
     task_info: dict = field(default_factory=dict)   # what the task reports about itself (e.g. sandbox layers)
     wall_s: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)       # what the run skipped or replaced, one line each
     error: str | None = None
     traceback: str | None = None
     schema_version: int = SCHEMA_VERSION
@@ -179,12 +186,71 @@ def write_record(run_dir: Path, record: Record) -> Path:
     return path
 
 
+class RecordError(ValueError):
+    """A record or experiment file that is not the shape this code writes; the message names the file."""
+
+
+_NUMBER = (int, float)
+
+
+def _named_problem(named, where: str) -> str | None:
+    """None when `named` is metric -> {mean, ci_low, ci_high} (numbers or null), else what is wrong."""
+    if not isinstance(named, dict):
+        return f"{where} is {named!r:.60}, not a mapping of metrics"
+    for name, m in named.items():
+        bad = [k for k in ("mean", "ci_low", "ci_high") if not isinstance(m, dict) or k not in m
+               or not (m[k] is None or (isinstance(m[k], _NUMBER) and not isinstance(m[k], bool)))]
+        if bad:
+            return f"{where}.{name} is {m!r:.80}, not {{mean, ci_low, ci_high}} numbers"
+    return None
+
+
+def _metrics_problem(metrics, where: str) -> str | None:
+    """None when `metrics` is split -> metric -> {mean, ci_low, ci_high}, else what is wrong."""
+    if not isinstance(metrics, dict):
+        return f"{where} is a {type(metrics).__name__}, not a mapping of splits"
+    return next((p for split, named in metrics.items() if (p := _named_problem(named, f"{where}.{split}"))), None)
+
+
+def shape_problem(d) -> str | None:
+    """What makes `d` (a parsed record.json) unreadable as a Record, or None."""
+    if not isinstance(d, dict):
+        return f"holds a JSON {type(d).__name__}, not a record object"
+    for f in fields(Record):
+        kind = {dict: dict, list: list}.get(f.default_factory)  # type: ignore[arg-type]
+        if f.name in d and kind and not isinstance(d[f.name], kind):
+            return f"{f.name} is {type(d[f.name]).__name__} {d[f.name]!r:.60}, not a {kind.__name__}"
+    if d.get("status", "running") not in STATUSES:
+        return f"status {d.get('status')!r} is not one of {', '.join(STATUSES)}"
+    if d.get("status") == "ok" and "metrics" not in d:
+        return "status ok but no metrics: the run never recorded its evaluation"
+    problem = _metrics_problem(d.get("metrics", {}), "metrics")
+    for task, held in (d.get("heldout") or {}).items():
+        problem = problem or (_named_problem(held.get("metrics", {}), f"heldout.{task}.metrics")
+                              if isinstance(held, dict) else f"heldout.{task} is not a mapping")
+    for key in ("steps", "curve", "entropy"):
+        if problem is None and not all(isinstance(row, dict) for row in d.get(key, [])):
+            problem = f"{key} holds a non-mapping row"
+    return problem
+
+
 def read_record(path: Path) -> Record:
-    d = json.loads(Path(path).read_text())
+    """The record at `path`. Raises RecordError (a ValueError) naming the file when it is not JSON, is from
+    an unreadable schema, or is not a record's shape; OSError when it cannot be read."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path}: unreadable, not JSON ({e}); rerun that run with its stamp") from None
+    problem = shape_problem(d)
+    if problem:
+        raise RecordError(f"{path}: {problem}; fix or delete the file and rerun that run with its stamp")
     if d.get("schema_version") not in READABLE_SCHEMAS:
-        raise ValueError(f"schema_version {d.get('schema_version')} is not one of {READABLE_SCHEMAS} "
-                         "(written by another esbench version; rerun it)")
-    rec = Record.from_dict(d)
+        raise RecordError(f"{path}: schema_version {d.get('schema_version')} is not one of {READABLE_SCHEMAS} "
+                          "(written by another esbench version; rerun it)")
+    try:
+        rec = Record.from_dict(d)
+    except TypeError as e:
+        raise RecordError(f"{path}: {e}") from None
     rec.path = str(path)
     return rec
 
@@ -195,8 +261,8 @@ def read_records(root: Path) -> tuple[list[Record], list[str]]:
     for path in sorted(Path(root).rglob(RECORD_NAME)):
         try:
             records.append(read_record(path))
-        except json.JSONDecodeError as e:
-            warnings.append(f"skipped {path}: unreadable ({e})")
+        except RecordError as e:  # names the file itself
+            warnings.append(f"skipped {e}")
         except (OSError, ValueError, TypeError) as e:
             warnings.append(f"skipped {path}: {e}")
     records.sort(key=lambda r: r.started_at or 0)  # tables list runs in the order they ran
@@ -252,6 +318,24 @@ def write_manifest(root: Path, manifest: Manifest) -> None:
 
 
 def read_manifest(root: Path) -> Manifest | None:
-    """The experiment's manifest, or None for a folder of single runs (an experiment of one cell each)."""
+    """The experiment's manifest, or None for a folder of single runs (an experiment of one cell each).
+
+    Raises RecordError naming the file when experiment.json is not JSON or not a manifest's shape
+    (reporting then warns and tabulates the records without the plan).
+    """
     path = Path(root) / MANIFEST_NAME
-    return Manifest.from_dict(json.loads(path.read_text())) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{path}: not JSON ({e}); rerun the experiment with its stamp to rewrite it") from None
+    runs = d.get("runs", []) if isinstance(d, dict) else None
+    needed = {f.name for f in fields(PlannedRun) if f.default is MISSING and f.default_factory is MISSING}
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and needed <= set(r) for r in runs):
+        raise RecordError(f"{path}: not an experiment plan (a mapping whose runs each have {', '.join(sorted(needed))}); "
+                          "rerun the experiment with its stamp to rewrite it")
+    try:
+        return Manifest.from_dict(d)
+    except TypeError as e:
+        raise RecordError(f"{path}: {e}") from None

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.records import Manifest, Record, read_manifest, read_records
+from harness.core.records import Manifest, Record, RecordError, read_manifest, read_records
 from harness.reporting.format import isnan, metric_order
 
 # Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).
@@ -52,9 +52,22 @@ def t975(df: int) -> float:
 
 
 def load(root: Path) -> tuple[Manifest | None, list[Record], list[str]]:
-    """The experiment's manifest (None for a folder of single runs), its records, and read warnings."""
+    """The experiment's manifest (None for a folder of single runs), its records, and read warnings.
+
+    A damaged experiment.json (truncated, or not a plan) is a warning naming it, not a crash: the
+    records are tabulated without the plan, so runs with no record cannot be marked MISSING.
+    """
     records, warnings = read_records(root)
-    return read_manifest(root), records, warnings
+    return plan_of(root, warnings), records, warnings
+
+
+def plan_of(root: Path, warnings: list[str]) -> Manifest | None:
+    """read_manifest, with a damaged file skipped: its line (naming the file) goes into `warnings`."""
+    try:
+        return read_manifest(root)
+    except (OSError, RecordError) as e:
+        warnings.append(f"skipped {e}; tabulating the records without the plan (no run can show MISSING)")
+        return None
 
 
 def _identity_of_record(rec: Record) -> dict:

@@ -34,8 +34,8 @@ import pandas as pd
 
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
-from harness.core.records import Manifest, Record, read_manifest, read_records
-from harness.reporting.aggregate import NOT_OK, aggregate, metric_names
+from harness.core.records import Manifest, Record, read_records
+from harness.reporting.aggregate import NOT_OK, aggregate, metric_names, plan_of
 from harness.reporting.comparisons import write_comparisons
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
@@ -247,7 +247,7 @@ def task_notes(records: list[Record]) -> str:
 
 def output_name(root: Path) -> str:
     """The group whose tables these are (outputs/<name>/): the plan's group, else a record's, else the folder's name."""
-    man = read_manifest(root)
+    man = plan_of(root, [])  # a damaged plan: the group comes from the records or the folder
     if man is not None and man.group:
         return man.group
     records, _ = read_records(root)

@@ -15,6 +15,8 @@ not after 7-18 s of imports (measured in harness/__main__.py's docstring).
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +24,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from harness.core.errors import ConfigError, UserError
+from harness.core.errors import ConfigError, Terminated, UserError
 from harness.core.paths import CONF_DIR
 from harness.runner.schema import is_experiment, validate
 
@@ -56,7 +58,6 @@ def main(cfg: DictConfig) -> None:
     from harness.core.quiet import quiet_known_warnings
 
     quiet_known_warnings()
-    from harness.runner.run import Terminated
 
     def on_sigterm(signum, frame):
         raise Terminated(f"signal {signum} (SIGTERM): the run was stopped from outside (timeout, Slurm, kill)")
@@ -97,25 +98,33 @@ def _unloadable_model(cfg: DictConfig) -> str | None:
 
 
 def _dispatch(cfg: DictConfig) -> None:
+    """One run or an experiment. Imports here, by branch: an experiment checks every run's config before
+    torch loads (harness/runner/experiment.py), so its errors come in seconds too."""
     from hydra.core.hydra_config import HydraConfig
 
-    from harness.core.distributed import is_main_process
-    from harness.runner.experiment import run_experiment
-    from harness.runner.pricing import print_prices
-    from harness.core.records import RECORD_NAME
-    from harness.runner.run import run_one
-    from harness.reporting.report import rebuild
-
     if is_experiment(cfg):
+        from harness.runner.experiment import run_experiment
         if cfg.get("plan"):  # +plan=true: price every run (harness/runner/pricing.py), run nothing
+            from harness.runner.pricing import print_prices
             return print_prices(cfg)
         if run_experiment(cfg):
             sys.exit(1)  # some runs failed: their records and the tables say which and why
         return
+    from harness.core.locks import folder_lock
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    run_one(cfg, run_dir)
+    # the run's folder is locked before torch loads (run_one holds it too), so a second process on the
+    # same stamp is refused in seconds; rl: rank 0 of a launch holds it (RANK: no torch import to ask)
+    with folder_lock(run_dir, "the run folder") if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
+        from harness.core.distributed import is_main_process
+        from harness.runner.run import run_one
+
+        run_one(cfg, run_dir)
     if not is_main_process():  # rl: only rank 0 writes tables (harness/core/distributed.py)
         return
+    from harness.core.records import RECORD_NAME
+    from harness.reporting.report import rebuild
+
     out = Path(cfg.results_dir) / cfg.group
     print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))
     print(f"record: {run_dir / RECORD_NAME}\ntables: {out}/ (table.md, table.csv, passk.png)")

@@ -24,13 +24,12 @@ experiment goes on; the tables mark it FAILED. Tables: harness/reporting/report.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
 import logging
-import re
-import signal
-import subprocess
+import os
 import sys
 from pathlib import Path
 
@@ -40,30 +39,23 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from harness.analysis.report import analyse
 from harness.analysis.settings import analysis_config
-from harness.core.distributed import is_main_process, world_size
+from harness.core.child_runs import _failure, mark_killed, run_child  # noqa: F401 - _failure: tests
 from harness.core.errors import UserError
+from harness.core.locks import folder_lock
 from harness.core.paths import CONF_DIR
 from harness.core.records import (RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions,
-                                   write_manifest, write_record)
-from harness.reporting.report import write_report
-from harness.runner.schema import CONTROL_KEYS, ConfigError, validate
-from harness.runner.run import Terminated, run_one
+                                   write_manifest)
+from harness.runner.schema import CONTROL_KEYS, ConfigError, point_label, slug, validate
+
+# torch, the methods, the tables and the analysis load inside the functions that use them, after every
+# run's config is checked: a mistake in a cell is reported in seconds, not after torch's 10-50 s import.
 
 log = logging.getLogger("esbench")
 
 
 class ExperimentError(UserError, ValueError):
     """The experiment file or its command line is inconsistent; the message names the fix."""
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")
-
-
-def _fmt(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _override(key: str, value) -> str:
@@ -103,7 +95,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
     specs = []
     for c in cfg.get("cells") or []:
         for p in grid_points(c):
-            label = " ".join([c.label, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
+            label = point_label(c.label, p)
             specs.append(dict(cell=c.label, column=label if p else c.label, label=label, grid=None, point=p,
                               overrides=[*_raw(c.overrides), *(_override(k, v) for k, v in p.items())],
                               seeded=c.get("seeded", True)))
@@ -114,7 +106,7 @@ def _specs(cfg: DictConfig) -> list[dict]:
         if not g.get("axes"):
             raise ExperimentError(f"grid {g.name} has no axes; give it axes: {{key: [values]}} or make it a cell")
         for p in grid_points(g):
-            label = " ".join([g.name, *(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in p.items())])
+            label = point_label(g.name, p)
             # validation is evaluated too: the grid point is chosen on it, never on test
             specs.append(dict(cell=g.name, column=g.name, label=label, grid=g.name, point=p,
                               overrides=[*_raw(g.overrides), *(_override(k, v) for k, v in p.items()),
@@ -277,6 +269,8 @@ def unfinished(root: Path, runs: list[PlannedRun]) -> int:
 
 def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
     """What training did to each model (harness/analysis/), into the tables folder; never fails the experiment."""
+    from harness.analysis.report import analyse
+
     try:
         summary = analyse(root, out, analysis_config(cfg.get("analysis")))
         print(f"analysis: {out / 'analysis.md'} ({len(summary['runs'])} runs; "
@@ -285,71 +279,55 @@ def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
         log.error("analysis of %s failed: %s: %s (rerun: python -m harness.analysis %s)", root, type(e).__name__, e, out)
 
 
-_HYDRA_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
-
-
-def _hydra_flags(argv: list[str]) -> list[str]:
-    """The command line's Hydra flags that choose the config (e.g. --config-dir of a plugin's YAML)."""
-    out = []
-    for i, a in enumerate(argv):
-        if a in _HYDRA_FLAGS and i + 1 < len(argv):
-            out += [a, argv[i + 1]]
-        elif a.startswith(tuple(f + "=" for f in _HYDRA_FLAGS)):
-            out.append(a)
-    return out
-
-
 def _in_own_process(cli: list[str], r: PlannedRun) -> int:
-    """Run one planned run in a fresh interpreter, as a `+run_index` or cluster job runs it.
+    """Run one planned run in a fresh interpreter, as a `+run_index` or cluster job runs it (harness/core/child_runs.py)."""
+    return run_child([*cli, f"+run_index={r.index}", "+child_run=true"], f"run {r.index} ({r.label})")
 
-    So a local experiment and a fanned-out one run every run the same way, and no state (RNG, caches,
-    warning filters, memory) passes from one run to the next. It does not make runs bit-identical:
-    one short GRPO run alone in a fresh process, four times, gave two weight sets, two and two (same
-    metrics); memory layout decides it (ASLR off: 6 of 7 alike), README "Reproducibility".
-    """
-    cmd = [sys.executable, "-m", "harness", *_hydra_flags(sys.argv[1:]), *cli, f"+run_index={r.index}",
-           "+child_run=true"]
-    proc = subprocess.Popen(cmd)
-    try:
-        rc = proc.wait()
-    except BaseException:  # SIGTERM or Ctrl-C here: the child writes its record as interrupted, then stops
-        proc.terminate()
+
+def _one_line(e: Exception) -> str:
+    """Hydra's multi-line composition error (an unknown option and the list of valid ones) as one line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    head = next((i for i, ln in enumerate(lines) if ln.startswith("Available options")), None)
+    if head is None:
+        return "; ".join(lines[:2])
+    options = list(itertools.takewhile(lambda ln: not ln.endswith(":"), lines[head + 1:]))  # not the search path
+    return f"{lines[0]}; {lines[head].rstrip(':')}: {', '.join(options)}"
+
+
+def compose_runs(todo: list[PlannedRun], cli: list[str]) -> dict[int, DictConfig]:
+    """Every selected run's config, composed and checked (torch-free) before any runs: a typo in a cell
+    fails now, in one line naming the run, not hours into the experiment."""
+    from hydra.errors import HydraException
+
+    children = {}
+    for r in todo:
         try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
-    if rc in (130, 143):  # the child was interrupted from outside: stop the experiment too (a rerun resumes)
-        raise Terminated(f"run {r.index} ({r.label}) was interrupted (exit status {rc})")
-    return rc
+            children[r.index] = compose(config_name="config", overrides=[*cli, *r.overrides])
+            validate(children[r.index])
+            analysis_config(children[r.index].get("analysis"))
+        except HydraException as e:
+            raise ExperimentError(f"run {r.index} ({r.label}): {_one_line(e)}") from None
+        except ConfigError as e:
+            raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
+    return children
 
 
-def mark_killed(run_dir: Path, why: str) -> None:
-    """A child killed by a signal could not finish its record: write it as failed, with why, for the tables."""
-    try:
-        rec = read_record(run_dir / RECORD_NAME)
-    except (OSError, ValueError, TypeError):
-        return
-    if rec.status == "running":
-        rec.status, rec.error = "failed", why
-        write_record(run_dir, rec)
-
-
-def _failure(run_dir: Path, rc: int = 1) -> str:
-    """Why a run in its own process failed, from its record (the child said it on its stderr too), or from
-    its exit status when it died without saying (a signal: SIGKILL is most often the out-of-memory killer)."""
-    if rc < 0:
-        name = signal.Signals(-rc).name if -rc in signal.valid_signals() else f"signal {-rc}"
-        why = "; SIGKILL is most often the kernel's out-of-memory killer (see dmesg)" if -rc == signal.SIGKILL else ""
-        return f"its process was killed by {name}{why}; a rerun with the same stamp resumes from its checkpoint"
-    try:
-        return read_record(run_dir / RECORD_NAME).error or f"failed (exit status {rc}; no error in its record)"
-    except (OSError, ValueError, TypeError):
-        return f"failed before writing {run_dir / RECORD_NAME} (exit status {rc})"
+def bind_methods(todo: list[PlannedRun], children: dict[int, DictConfig]) -> None:
+    """Build every run's method from its config (this loads torch): what the constructors alone check fails now."""
+    for r in todo:
+        try:
+            instantiate(children[r.index].method)
+        except (ConfigError, InstantiationException) as e:
+            raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
 
 
 def run_experiment(cfg: DictConfig) -> int:
     """Run the selected runs of the experiment in turn, then rebuild its tables.
+
+    The stamp folder is locked while this runs (harness/core/locks.py): exclusively when running the
+    whole experiment, shared for a `+run_index` job (the jobs of one fan-out run side by side); a run's
+    child process holds only its run's lock, its parent holding the folder's. The lock is taken before
+    torch loads, so a second process on the stamp is refused in seconds.
 
     Returns:
         The number of runs that failed (their records say why; the tables mark them FAILED).
@@ -359,19 +337,26 @@ def run_experiment(cfg: DictConfig) -> int:
         raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")
     todo = selected(runs, cfg.get("run_index"))
     cli = _cli(cfg)
-    # Compose every run before running any: a typo in a cell fails now, not hours into the experiment.
-    children = {r.index: compose(config_name="config", overrides=[*cli, *r.overrides]) for r in todo}
-    for r in todo:  # and bind every run's method: an unknown method key fails here too
-        try:
-            validate(children[r.index])
-            instantiate(children[r.index].method)
-            analysis_config(children[r.index].get("analysis"))
-        except (ConfigError, InstantiationException) as e:
-            raise ExperimentError(f"run {r.index} ({r.label}): {e}") from None
+    children = compose_runs(todo, cli)
     if cfg.get("dry_run"):
+        bind_methods(todo, children)
         print_runs(cfg, runs)
         return 0
     root = experiment_root(cfg)
+    main = int(os.environ.get("RANK", "0")) == 0  # rl: rank 0 of a launch holds it (no torch import to ask)
+    lock = (folder_lock(root, "the experiment folder", shared=cfg.get("run_index") is not None)
+            if main and not cfg.get("child_run") else contextlib.nullcontext())
+    with lock:
+        bind_methods(todo, children)
+        return _run_selected(cfg, runs, todo, children, cli, root)
+
+
+def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun], children: dict, cli: list[str],
+                  root: Path) -> int:
+    from harness.core.distributed import is_main_process, world_size
+    from harness.reporting.report import write_report
+    from harness.runner.run import run_one
+
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
     if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/core/distributed.py)
         write_manifest(root, manifest(cfg, runs))  # every job writes the same plan

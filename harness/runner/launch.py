@@ -13,9 +13,13 @@ import os
 import sys
 
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 
-from harness.runner.experiment import list_runs
+from harness.core.errors import ConfigError
+from harness.core.yamlcheck import first_yaml_problem
+from harness.runner.experiment import _one_line, list_runs
 from harness.runner.model_arg import rewrite_argv
+from harness.runner.schema import validate
 from harness.core.paths import CONF_DIR
 
 
@@ -27,8 +31,17 @@ def command(argv: list[str]) -> list[str]:
     if not any(a.startswith("stamp=") for a in argv):
         raise SystemExit("esbench: error: pass stamp=NAME so every job writes into one folder (and reruns resume)")
     plan_args = rewrite_argv(["launch", *(a for a in argv if not a.startswith(("hydra.", "launcher=")))])[1:]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=plan_args)
+    problem = first_yaml_problem(plan_args, CONF_DIR)  # file:line:col, not a YAML traceback
+    if problem:
+        raise SystemExit(f"esbench: error: {problem}")
+    try:  # the checks `python -m harness` makes, so a bad file is one line here too, not N failing jobs
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=plan_args)
+        validate(cfg)
+    except HydraException as e:
+        raise SystemExit(f"esbench: error: {_one_line(e)}") from None
+    except ConfigError as e:
+        raise SystemExit(f"esbench: error: {e}") from None
     n = len(list_runs(cfg))
     if n == 0:
         raise SystemExit("esbench: error: this config plans no runs; pass experiment=NAME")

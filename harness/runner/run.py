@@ -6,6 +6,7 @@ harness/runner/cli.py; experiments (harness/runner/experiment.py) call `run_one`
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -17,7 +18,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from harness.analysis.entropy import entropy_fn
+from harness.analysis.entropy import NoPrompts, entropy_fn
 from harness.analysis.settings import AnalysisConfig, analysis_config
 from harness.analysis.update import base_hash, save_update, wants_update
 from harness.core.distributed import check_launch, is_main_process, local_device, refuse_single_process
@@ -26,10 +27,11 @@ from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
 from harness.core.policy import ModelLoadError, load_policy
 from harness.core.quiet import drop_banners, quiet_known_warnings
 from harness.core import records
+from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
+from harness.core.locks import folder_lock
 from harness.core.records import Record, new_record
 from harness.core.paths import CONF_DIR
 from harness.core.steplog import EvalEvery, make_ledger
-from methods.base import label_flags
 from tasks.base import TaskDataError
 
 log = logging.getLogger("esbench")
@@ -53,14 +55,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived (what `timeout` and Slurm send): the run's record says interrupted, not failed."""
-
-
 def default_label(method, cfg: DictConfig) -> str:
     """"es sigma=0.01 alpha=0.005": the method's name and the hyperparameters it declares as label keys."""
     keys = [k for k in method.label_keys if k in cfg.method]
-    return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys), *label_flags(method, cfg.method)])
+    flags = [f"{k}={cfg.method[k]}" for k, default in method.label_flags.items()
+             if k in cfg.method and cfg.method[k] != default]  # e.g. fitness=placebo
+    return " ".join([method.name, *(f"{k}={cfg.method[k]:g}" for k in keys), *flags])
 
 
 def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
@@ -85,22 +85,34 @@ def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
 
 
 def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: list,
-                  task_overrides: dict | None = None) -> None:
+                  task_overrides: dict | None = None) -> str | None:
     """Add the token-entropy listener (harness/analysis/entropy.py) writing into `rows` (record.entropy).
 
-    Off, like learning curves, when the method's weights are not in the driver while it trains.
+    Off, like learning curves, when the method's weights are not in the driver while it trains, and when
+    it does not train (nothing to track). Returns a note when it is skipped for want of prompts: a task
+    with no validation split (MATH-500, HumanEval: evaluation-only) or an empty one is a run that works,
+    not a failure, so the run goes on without entropy and its record says why.
     """
     if not analysis.entropy_every_flops_fraction or not analysis.entropy_prompts or not analysis.entropy_samples:
-        return
+        return None
+    if not method.trains:
+        return None
     if not getattr(method, "weights_in_driver", True):
         log.warning("analysis.entropy_every_flops_fraction is ignored: %s trains on engine workers", method.name)
-        return
-    if analysis.entropy_task:  # a held-out task (NOTE-076: GPQA during GSM8K training): its test prompts
-        held_out = build_task(analysis.entropy_task, (task_overrides or {}).get(analysis.entropy_task))
-        fn = entropy_fn(policy, held_out, analysis.entropy_prompts, analysis.entropy_samples, split="test")
-    else:  # the training task: validation prompts, never test
-        fn = entropy_fn(policy, task, analysis.entropy_prompts, analysis.entropy_samples)
+        return None
+    try:
+        if analysis.entropy_task:  # a held-out task (NOTE-076: GPQA during GSM8K training): its test prompts
+            held_out = build_task(analysis.entropy_task, (task_overrides or {}).get(analysis.entropy_task))
+            fn = entropy_fn(policy, held_out, analysis.entropy_prompts, analysis.entropy_samples, split="test")
+        else:  # the training task: validation prompts, never test
+            fn = entropy_fn(policy, task, analysis.entropy_prompts, analysis.entropy_samples)
+    except NoPrompts as e:
+        note = (f"entropy tracking skipped: {e} (analysis.entropy_task=NAME measures it on another task's "
+                "test prompts; analysis.entropy_every_flops_fraction=null turns it off)")
+        log.warning(note)
+        return note
     ledger.listeners.append(EvalEvery(analysis.entropy_every_flops_fraction, fn, policy.model, rows=rows))
+    return None
 
 
 def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
@@ -130,7 +142,29 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
                 **(meta or {})}
     identity["label"] = identity.get("label") or cfg.label or default_label(method, cfg)
     record = new_record(started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True), **identity)
-    write_record(run_dir, record)
+    # rl: rank 0 holds the run's lock (harness/core/locks.py); the other ranks of its launch write nothing
+    with folder_lock(run_dir, "the run folder") if is_main_process() else contextlib.nullcontext():
+        replaced = _replaces(run_dir)
+        if replaced:  # a rerun replaces what is there; say so, in the log and in the record, never silently
+            log.warning("%s", replaced)
+            record.notes.append(replaced)
+        write_record(run_dir, record)
+        return _run(cfg, run_dir, method, record)
+
+
+def _replaces(run_dir: Path) -> str | None:
+    """The line a rerun logs about the record it is replacing (failed, interrupted or ok), or None."""
+    try:
+        old = records.read_record(run_dir / records.RECORD_NAME)
+    except (OSError, ValueError):
+        return None
+    why = f": {old.error}" if old.error else ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(old.started_at)) if old.started_at else "?"
+    return f"replaces the {old.effective_status} record of {run_dir} (started {when} by process {old.pid}{why})"
+
+
+def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
+    """run_one's body, with the run folder locked and the `running` record written."""
     start = time.time()
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
@@ -149,7 +183,8 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
             record.update = {"base_sha256": base_hash(policy.model), "path": None}
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
                              **curve_evaluation(eval_cfg, policy, task, method))
-        track_entropy(ledger, analysis, policy, task, method, record.entropy, eval_cfg.task_overrides)
+        note = track_entropy(ledger, analysis, policy, task, method, record.entropy, eval_cfg.task_overrides)
+        record.notes += [note] if note else []
         if not is_main_process():  # rl: ranks > 0 train (same ledger totals) but log, evaluate and write nothing
             ledger.listeners = []
         record.train = method.train(policy, task, ledger, run_dir) or {}

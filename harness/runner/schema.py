@@ -8,16 +8,22 @@ threads, budget, seeds, axes) have their types checked. The error names the key,
 the nearest valid one. Method, task and eval keys are checked against the signatures of their
 targets, read from source (harness/runner/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
 at load, not in every run; `method.params` must be a named set or a regex that compiles; a
-`model=generic` needs its name_or_path. The constructors still check values when a run is composed.
+`model=generic` needs its name_or_path. Values too (issue 35): every int, float and bool key of
+method, task and eval has its annotated type (harness/core/field_types.py), ES, GRPO and PPO values
+pass their constructors' rules with the constructors' messages (METHOD_RULES; tests/test_schema.py
+checks both give the same line), cells and grids have distinct labels, and `models:` names conf/model
+options, all before torch loads. The constructors still check everything when a run is composed.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
+from harness.core.field_types import field_types
 from harness.core.paths import CONF_DIR
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
@@ -153,7 +159,10 @@ def validate(cfg: DictConfig) -> None:
         check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
+    _check_labels(cfg)
+    _check_models(cfg)
     _check_targets(cfg)
+    _check_values(cfg)
     _check_params(cfg.get("method"))
     _check_held_out(cfg)
     if cfg.get("model") is not None and not cfg.model.get("name_or_path"):
@@ -215,3 +224,174 @@ def _check_include(cfg: DictConfig) -> None:
     if bad:
         raise ConfigError(f"+include names {bad[0]!r}, which is not an optional grid of this experiment; "
                           + (f"use +include=[{','.join(optional)}]" if optional else "it has none: drop +include"))
+
+
+# ---- values: types from the targets' annotations, then the methods' own rules, before torch loads ----
+_UNSET = object()
+
+
+def _value(node, key):
+    """node[key] resolved, or _UNSET where it cannot resolve here (the constructor reports that)."""
+    try:
+        return node[key]
+    except Exception:  # noqa: BLE001 - an interpolation to a missing key: the run's composition says which
+        return _UNSET
+
+
+def _type_problem(v, kind: str, optional: bool) -> str | None:
+    if v is None:
+        return None if optional else "must be set (it is null)"
+    ok = {"int": _is_int(v), "float": _is_number(v), "bool": isinstance(v, bool)}[kind]
+    if ok:
+        return None
+    want = {"int": "a whole number (e.g. 4)", "float": "a finite number (e.g. 0.01 or 1e-3)",
+            "bool": "true or false"}[kind]
+    return f"must be {want}{' or null' if optional else ''}"
+
+
+def _check_values(cfg: DictConfig) -> None:
+    """Every int, float and bool key of method, task and eval has that type: `method.population=2.5`
+    crashed inside ES after training started and `method.sigma=abc` failed naming no key."""
+    for group, target in (("method", None), ("task", None), ("eval", EVAL_TARGET)):
+        node = cfg.get(group)
+        if not isinstance(node, DictConfig):
+            continue
+        types = field_types(str(target or node.get("_target_")))
+        for k, (kind, optional) in types.items():
+            v = _value(node, k) if k in node else _UNSET
+            problem = None if v is _UNSET else _type_problem(v, kind, optional)
+            if problem:
+                raise ConfigError(f"{group}.{k}={v!r} {problem}")
+    method = cfg.get("method")
+    if isinstance(method, DictConfig):
+        rules = METHOD_RULES.get(str(method.get("_target_")))
+        if rules:
+            rules({k: _value(method, k) for k in method if k in field_types(str(method._target_))})
+
+
+def _at_least(m: dict, names, low: int) -> None:
+    for name in names:
+        v = m.get(name, _UNSET)
+        if v is not _UNSET and v is not None and v < low:
+            raise ConfigError(f"method.{name}={v} must be >= {low}")
+
+
+def _es_rules(m: dict) -> None:
+    """methods/es.py's value checks, with its messages (population: >= 2 for 0 too, where es.py says >= 1)."""
+    pop = m.get("population", _UNSET)
+    if m.get("noise_rank") not in (None, _UNSET) and m["noise_rank"] < 1:
+        raise ConfigError(f"method.noise_rank={m['noise_rank']} must be >= 1, or null for full-rank noise")
+    if m.get("antithetic") is True and pop is not _UNSET and pop % 2:
+        raise ConfigError(f"method.antithetic=true needs an even population (mirrored pairs); "
+                          f"got method.population={pop}, use {pop + 1}")
+    if pop is not _UNSET and pop < 2:
+        raise ConfigError(f"method.population={pop}: z-scores need at least 2 members; set >= 2")
+    _at_least(m, ("prompts_per_iteration", "max_iterations", "generation_batch_size"), 1)
+    sigma, alpha, ratio = m.get("sigma", _UNSET), m.get("alpha", _UNSET), m.get("alpha_per_sigma")
+    if ratio not in (None, _UNSET):
+        if not ratio > 0:
+            raise ConfigError(f"method.alpha_per_sigma={ratio} must be > 0, or null to use method.alpha")
+        alpha = sigma * ratio if sigma is not _UNSET else _UNSET
+    if sigma is not _UNSET and alpha is not _UNSET and not (sigma > 0 and alpha > 0):
+        raise ConfigError(f"method.sigma={sigma} and method.alpha={alpha} must both be > 0 "
+                          "(paper: sigma=1e-3, alpha=5e-4)")
+    _at_least(m, ("checkpoint_every",), 0)
+
+
+def _grpo_rules(m: dict) -> None:
+    """methods/grpo.py's value checks, with its messages."""
+    n = m.get("num_generations", _UNSET)
+    if n is not _UNSET and n < 2:
+        raise ConfigError(f"method.num_generations={n}: GRPO needs a group of at least 2 completions per prompt "
+                          "to compute advantages; set it to 2 or more (paper: 8 or 30)")
+    _at_least(m, ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"), 1)
+    for name, low, why in (("learning_rate", ">", "(paper grid: 1e-6, 1e-5)"),
+                           ("beta", ">=", "(0 disables the KL term; paper grid: 1e-3, 5e-3)"),
+                           ("temperature", ">", "(GRPO needs sampled completions)")):
+        v = m.get(name, _UNSET)
+        if v is not _UNSET and not (v > 0 if low == ">" else v >= 0):
+            raise ConfigError(f"method.{name}={v} must be {low} 0 {why}")
+
+
+def _ppo_rules(m: dict) -> None:
+    """methods/ppo.py's value checks, with its messages."""
+    _at_least(m, ("num_ppo_epochs", "num_mini_batches", "prompts_per_step", "max_updates", "rollout_batch_size"), 1)
+    _at_least(m, ("checkpoint_every",), 0)
+    kl, lr, t = (m.get(k, _UNSET) for k in ("kl_coef", "learning_rate", "temperature"))
+    if _UNSET not in (kl, lr, t) and (kl < 0 or not lr > 0 or not t > 0):
+        raise ConfigError(f"need method.kl_coef >= 0, learning_rate > 0 and temperature > 0; got {kl}, {lr}, {t}")
+
+
+# By _target_: the value rules a method's constructor applies, checked here without importing it.
+METHOD_RULES = {"methods.es.ES": _es_rules, "methods.grpo.GRPO": _grpo_rules, "methods.ppo.PPO": _ppo_rules}
+
+
+# ---- an experiment's runs: one label each, models that exist ----
+def slug(text: str) -> str:
+    """A label as a folder name (the run's key under the stamp folder)."""
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", text).strip("_")
+
+
+def fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def point_label(name: str, point: dict) -> str:
+    """'ES sigma=0.01': a cell's label or a grid's name, then each axis key's last part and value."""
+    return " ".join([str(name), *(f"{str(k).split('.')[-1]}={fmt(v)}" for k, v in point.items())])
+
+
+def _points(entry) -> list[dict]:
+    axes = entry.get("axes") or {}
+    keys = list(axes)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(list(axes[k]) for k in keys))]
+
+
+def _check_labels(cfg: DictConfig) -> None:
+    """Every cell and grid names its own runs: two with one label shared a run folder, so the second
+    run failed with "pass a new stamp" and the table counted one record as both ("2/2")."""
+    names, runs = {}, {}
+    entries = [("cells", i, c, c.get("label")) for i, c in enumerate(cfg.get("cells") or [])]
+    entries += [("grids", i, g, g.get("name")) for i, g in enumerate(cfg.get("grids") or [])]
+    for key, i, entry, name in entries:
+        where = f"{key}[{i}]"
+        if slug(str(name)) in names:
+            raise ConfigError(f"{where} is named {name!r} like {names[slug(str(name))]}; give every cell and grid "
+                              "its own label (runs, their folders and table rows are keyed by it)")
+        names[slug(str(name))] = where
+        for p in _points(entry):
+            label = point_label(name, p)
+            if slug(label) in runs:
+                raise ConfigError(f"{where}: the run {label!r} comes twice (as {runs[slug(label)]}); "
+                                  "make its axes' values distinct")
+            runs[slug(label)] = label
+
+
+def _model_options() -> set[str]:
+    """conf/model options, plus those of the command line's --config-dir (Hydra's search path)."""
+    from pathlib import Path
+
+    dirs = [CONF_DIR / "model"]
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        if HydraConfig.initialized():
+            dirs += [Path(s["path"]) / "model" for s in HydraConfig.get().runtime.config_sources
+                     if s.get("schema") == "file"]
+    except Exception:  # noqa: BLE001 - no Hydra run (a test composing by hand): the project's conf/ alone
+        pass
+    return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
+
+
+def _check_models(cfg: DictConfig) -> None:
+    """An experiment's `models:` names conf/model options; a typo used to end in Hydra's 27-line listing
+    after torch had loaded."""
+    entries = cfg.get("models") or []
+    if not entries:
+        return
+    options = _model_options()
+    for i, m in enumerate(entries):
+        name = m if isinstance(m, str) else m.get("name") if isinstance(m, (dict, DictConfig)) else None
+        if name is not None and str(name) not in options:
+            near = did_you_mean(str(name), options, "x")
+            raise ConfigError(f"models[{i}]={name!r} is not a conf/model option"
+                              f"{near if near.startswith('; did') else ''}; choose from: {', '.join(sorted(options))}")
