@@ -123,11 +123,11 @@ class ESConfig:
     def __post_init__(self):
         self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
         self._check_variants()
-        for name in ("population", "prompts_per_iteration", "max_iterations", "generation_batch_size"):
+        if self.population < 2:  # before the >= 1 rule, so population=0 gets the one message that is true
+            raise ValueError(f"method.population={self.population}: z-scores need at least 2 members; set >= 2")
+        for name in ("prompts_per_iteration", "max_iterations", "generation_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
-        if self.population < 2:
-            raise ValueError(f"method.population={self.population}: z-scores need at least 2 members; set >= 2")
         if self.alpha_per_sigma is not None:
             if not self.alpha_per_sigma > 0:
                 raise ValueError(f"method.alpha_per_sigma={self.alpha_per_sigma} must be > 0, "
