@@ -79,3 +79,16 @@ def test_a_bad_row_fails_before_the_model_loads(compose, tmp_path, monkeypatch, 
         error = error.__cause__
     assert isinstance(error, TaskDataError), repr(caught.value)
     assert re.search(message, str(error)) and "\n" not in str(error), str(error)
+
+
+def test_a_bad_held_out_task_fails_before_the_model_loads(compose, tmp_path, monkeypatch):
+    """eval.tasks are built with the main task, so a malformed held-out file costs no training run."""
+    overrides, message = _conciseness(tmp_path)
+    path = overrides[1].split("=", 1)[1]
+
+    def no_model(cfg):
+        raise AssertionError("the model was loaded before the held-out task's data were checked")
+    monkeypatch.setattr(run_module, "policy_from", no_model)
+    with pytest.raises(TaskDataError, match=message):
+        run_one(compose(*EVAL_ONLY, "eval.tasks=[conciseness]",
+                        f"+eval.task_overrides={{conciseness: {{path: '{path}'}}}}"), tmp_path / "run")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -169,8 +170,12 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
     try:
         eval_cfg = EvalConfig(**OmegaConf.to_container(cfg.eval, resolve=True))
         analysis = analysis_config(cfg.get("analysis"))
-        task = instantiate(cfg.task)
+        task = instantiate_task(cfg.task)
         log.info("built task %s and method %s", cfg.task._target_, method.name)
+        # held-out tasks are built (and their rows checked) now, before the model loads and training starts:
+        # a malformed held-out file must not cost a training run
+        held_out_tasks = {name: build_task(name, eval_cfg.task_overrides.get(name))
+                          for name in (eval_cfg.tasks if is_main_process() else [])}
         if method.trains and hasattr(task, "check_trainable"):
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
@@ -208,8 +213,7 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
             record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
-        for name in eval_cfg.tasks if is_main_process() else []:  # forgetting: the trained policy on other tasks' test splits
-            held_out = build_task(name, eval_cfg.task_overrides.get(name))
+        for name, held_out in held_out_tasks.items():  # forgetting: the trained policy on other tasks' test splits
             res = evaluate(policy, held_out, "test", eval_cfg, reference, engine)
             record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples,
                                     # e.g. "FIXTURE DATA, not GPQA": the tables carry a held-out task's notes too
@@ -286,7 +290,21 @@ def build_task(name: str, overrides: dict | None = None):
         options = ", ".join(sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
         raise TaskDataError(f"a held-out task names unknown task {name!r} (eval.tasks, eval.task_overrides or "
                             f"analysis.entropy_task); choose from: {options}")
-    return instantiate(OmegaConf.merge(OmegaConf.load(path), OmegaConf.create(dict(overrides or {}))))
+    return instantiate_task(OmegaConf.merge(OmegaConf.load(path), OmegaConf.create(dict(overrides or {}))))
+
+
+def instantiate_task(conf: DictConfig):
+    """Build a task from its config; a TaskDataError raised by its constructor comes out as itself (one
+    line naming file, row and fix), not inside Hydra's multi-line InstantiationException."""
+    try:
+        return instantiate(conf)
+    except InstantiationException as e:
+        cause = e.__cause__
+        while cause is not None and not isinstance(cause, TaskDataError):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise cause from None
 
 
 def policy_from(cfg: DictConfig):
