@@ -47,6 +47,7 @@ from harness.core import paths
 from harness.core.atomic import save_figure_atomic, write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
 from harness.core.policy import Policy, generate
+from harness.reporting.stats import wilson
 from methods.es_core import noise_spec, perturb, restore
 
 CONF = paths.CONF_DIR
@@ -110,17 +111,6 @@ def parse_args(argv: list[str]) -> DensityConfig:
 ALPHA = 0.05   # the per-direction test's level, two-sided
 POWER = 0.80   # the power at which the minimum detectable effect is quoted
 MAX_HARM = 0.25  # a sigma harming more directions than this moves ES off the model's skill, not along it
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion k/n (95% by default)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, center - half), min(1.0, center + half)
 
 
 def sign_test(wins: int, losses: int) -> float:
