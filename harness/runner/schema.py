@@ -9,7 +9,7 @@ the nearest valid one. Method, task and eval keys are checked against the signat
 targets, read from source (harness/runner/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
 at load, not in every run; `method.params` must be a named set or a regex that compiles; a
 `model=generic` needs its name_or_path. Values too (issue 35): every int, float and bool key of
-method, task and eval has its annotated type (harness/core/field_types.py), ES, GRPO and PPO values
+method, task and eval has its annotated type (harness/runner/signatures.py), ES, GRPO and PPO values
 pass their constructors' rules with the constructors' messages (METHOD_RULES; tests/test_schema.py
 checks both give the same line), cells and grids have distinct labels, and `models:` names conf/model
 options, all before torch loads. The constructors still check everything when a run is composed.
@@ -23,7 +23,7 @@ import re
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
-from harness.core.field_types import field_types
+from harness.runner.signatures import field_types
 from harness.core.paths import CONF_DIR
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.

@@ -37,26 +37,26 @@ def _fields(cls: ast.ClassDef) -> set[str]:
             and "ClassVar" not in ast.unparse(n.annotation)}
 
 
-def _class_keys(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> set[str] | None:
+def _keys_node(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]):
+    """Where `cls`'s keys are declared, by the module docstring's rules: ("fields", dataclass node),
+    ("init", __init__ node), ("none", None) for a ConfiguredMethod without config, or None: cannot tell."""
     for n in cls.body:
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "config_class" for t in n.targets):
             ref = n.value.id if isinstance(n.value, ast.Name) else None
-            return _fields(classes[ref]) if ref in classes and _is_dataclass(classes[ref]) else None
+            return ("fields", classes[ref]) if ref in classes and _is_dataclass(classes[ref]) else None
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     if init is not None:
-        if init.args.kwarg is not None:
-            return None
-        return {a.arg for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs][1:]}
+        return "init", init
     if _is_dataclass(cls):
-        return _fields(cls)
+        return "fields", cls
     if any(getattr(b, "id", None) == "ConfiguredMethod" for b in cls.bases):
-        return set()
+        return "none", None
     return None
 
 
 @functools.lru_cache(maxsize=64)
-def accepted_keys(target: str) -> frozenset[str] | None:
-    """Keys `target` ("methods.es.ES", "harness.evaluation.evaluate.EvalConfig") takes; None: cannot tell."""
+def _declared(target: str):
+    """_keys_node of `target` ("methods.es.ES"), its source parsed once; None when it cannot be read."""
     module, _, name = str(target).rpartition(".")
     path = ROOT / (module.replace(".", "/") + ".py")
     if not module or not path.is_file():
@@ -65,5 +65,56 @@ def accepted_keys(target: str) -> frozenset[str] | None:
         classes = _classes(ast.parse(path.read_text()))
     except (OSError, SyntaxError):
         return None
-    keys = _class_keys(classes[name], classes) if name in classes else None
-    return frozenset(keys) if keys is not None else None
+    return _keys_node(classes[name], classes) if name in classes else None
+
+
+def _init_args(fn: ast.FunctionDef) -> list[ast.arg]:
+    return [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs][1:]
+
+
+@functools.lru_cache(maxsize=64)
+def accepted_keys(target: str) -> frozenset[str] | None:
+    """Keys `target` ("methods.es.ES", "harness.evaluation.evaluate.EvalConfig") takes; None: cannot tell."""
+    found = _declared(target)
+    if found is None:
+        return None
+    how, node = found
+    if how == "fields":
+        return frozenset(_fields(node))
+    if how == "init":
+        return None if node.args.kwarg is not None else frozenset(a.arg for a in _init_args(node))
+    return frozenset()
+
+
+# ---- the scalar type of each key, for value checks before torch loads ----
+# `method.population=2.5` used to pass every check and crash inside ES after training started, and
+# `method.sigma=abc` failed in the constructor as `'>' not supported between 'str' and 'int'`, naming
+# no key. A key's kind is "int", "float" or "bool" (a float accepts an int), `| None` allowing null;
+# any other annotation (str, dict, lists, unions of several kinds) is not checked here.
+SCALARS = ("int", "float", "bool")
+
+
+def _kind(annotation: ast.expr | None) -> tuple[str, bool] | None:
+    """("int", optional?) for `int`, `int | None`, `Optional[int]`; None for anything else."""
+    if annotation is None:
+        return None
+    parts = [p.strip() for p in ast.unparse(annotation).replace("Optional[", "").rstrip("]").split("|")]
+    optional = "None" in parts
+    kinds = [p for p in parts if p != "None"]
+    return (kinds[0], optional) if len(kinds) == 1 and kinds[0] in SCALARS else None
+
+
+@functools.lru_cache(maxsize=64)
+def field_types(target: str) -> dict[str, tuple[str, bool]]:
+    """{key: (kind, optional)} for the scalar keys `target` declares (where accepted_keys finds them); {}
+    when unknown."""
+    found = _declared(target)
+    if found is None or found[0] == "none":
+        return {}
+    how, node = found
+    if how == "init":
+        pairs = [(a.arg, _kind(a.annotation)) for a in _init_args(node)]
+    else:
+        pairs = [(n.target.id, _kind(n.annotation)) for n in node.body
+                 if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
+    return {k: kind for k, kind in pairs if kind}
