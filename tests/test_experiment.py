@@ -181,7 +181,7 @@ def test_a_second_process_on_a_stamp_is_refused_in_one_line(tmp_path, args, fold
         other.wait()
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
-    assert lines[0].startswith(f"esbench: error: the ") and f"{folder} is in use by process {other.pid} " in lines[0]
+    assert lines[0].startswith("esbench: error: the ") and f"{folder} is in use by process {other.pid} " in lines[0]
     assert not list(tmp_path.rglob("record.json"))  # refused before writing anything
 
 

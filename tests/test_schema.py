@@ -169,7 +169,7 @@ def _experiment(tmp_path, name: str, body: str):
 ])
 def test_duplicate_labels_are_refused_at_load(compose, tmp_path, body, message):
     """Before: they passed +dry_run, the second run failed with "pass a new stamp" and the table said 2/2."""
-    c = compose(f"experiment=dup", _experiment(tmp_path, "dup", body))
+    c = compose("experiment=dup", _experiment(tmp_path, "dup", body))
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(c)
 

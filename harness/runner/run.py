@@ -24,8 +24,8 @@ from harness.analysis.settings import AnalysisConfig, analysis_config
 from harness.analysis.update import base_hash, save_update, wants_update
 from harness.core.distributed import check_launch, is_main_process, local_device, refuse_single_process
 from harness.engines import make_engine, plain_engine
-from harness.evaluation.evaluate import EvalConfig, EvalConfigError, evaluate
-from harness.core.policy import ModelLoadError, load_policy
+from harness.evaluation.evaluate import EvalConfig, evaluate
+from harness.core.policy import load_policy
 from harness.core.quiet import drop_banners, quiet_known_warnings
 from harness.core import records
 from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
