@@ -89,3 +89,32 @@ def test_smoke_measures_every_section(tmp_path):
         assert shape[f"epg={k}"]["tokens_per_s"] > 0
     assert res["not_covered_on_cpu"] == list(SMOKE_NOT_COVERED)
     assert "qwen2.5-0.5b: gen ok, es-hf ok, es-vllm ok, grpo ok, epg=1 ok, epg=2 ok" in p.stdout
+
+
+def test_quick_without_a_gpu_fails_in_one_line_and_still_writes_json(tmp_path, monkeypatch):
+    from harness.tools import gpu_check
+    monkeypatch.setattr(gpu_check.torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "q.json"
+    assert gpu_check.main(["--quick", "--out", str(out)]) == 2
+    res = json.loads(out.read_text())
+    assert res["env"]["cuda_available"] is False
+    assert "driver >= 580" in res["error"] and not res["sections"]
+
+
+@pytest.mark.slow
+def test_quick_smoke_runs_every_section_it_can(tmp_path):
+    """--quick on CPU (tiny bodies): the HF sections, the 7B-shape master's memory model, a GRPO step at a run's
+    settings and `python -m harness` end to end; the vLLM sections are measured with vLLM, else skipped with why."""
+    out = tmp_path / "q.json"
+    p = subprocess.run([sys.executable, "-m", "harness.tools.gpu_check", "--quick", "--smoke", "--grpo-prompts", "2",
+                        "--grpo-generations", "4", "--out", str(out)], capture_output=True, text=True,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    sec = json.loads(out.read_text())["sections"]
+    assert sec["mem7b"]["params"] > 0 and sec["mem7b"]["predicted_total_gib"] > 0
+    assert sec["grpo"]["steps"] == 2 and sec["grpo"]["beta"] == 1e-3
+    assert {k: v["status"] for k, v in sec["e2e"].items() if isinstance(v, dict)} == {
+        "base": "ok", "es": "ok", "grpo": "ok"}
+    assert sec["e2e"]["es"]["steps"] == 2 and sec["e2e"]["es"]["device"] == "cpu"
+    for name in ("gen", "es-vllm"):
+        assert ("skipped" in sec[name]) == (NO_VLLM is not None)
