@@ -72,6 +72,8 @@ def test_smoke_experiment_end_to_end(tmp_path):
     assert grid.count("| zoo-100k | GRPO") == 2 and "←" in grid
     assert (out / "passk.png").stat().st_size > 1000 and (out / "summary.md").exists()
     assert (out / "curves.png").stat().st_size > 1000  # train reward against FLOPs, every trained method
+    primary = (out / "findings.md").read_text().split("## Primary endpoints")[1].split("\n## ")[0]
+    assert "greedy_acc: ES vs GRPO (chosen on validation" in primary  # the file's declared endpoint, first
     records = [json.loads(p.read_text()) for p in root.rglob("record.json")]
     assert sorted(rec["run_index"] for rec in records) == list(range(7))
     # step 2 gave each of its five runs a process of its own: a run's bits must not depend on the runs before it

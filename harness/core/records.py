@@ -301,6 +301,8 @@ class Manifest:
     paper_heldout: dict | None = None
     axis_plot: dict | None = None
     es_reference: str | None = None  # the full-ES cell's label (reporting/comparisons.py)
+    primary: list | None = None      # declared primary endpoints and exploratory arms (reporting/endpoints.py)
+    exploratory: dict | None = None
     runs: list[PlannedRun] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

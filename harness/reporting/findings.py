@@ -11,8 +11,11 @@ not paired are listed with the reason and are not in m.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
+from harness.reporting.endpoints import Declarations, direction_note, roles
 from harness.reporting.format import is_percent, isnan
 from harness.reporting.stats import ALPHA, MAX_BOOT, MC_TARGET, N_BOOT, Q
 
@@ -129,26 +132,73 @@ def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str
     return "\n".join(lines) + f"\n\n{NOTE}\n"
 
 
-def _line(r) -> str:
+def _line(r, note: str | None = None) -> str:
     p = p_text(r["p_value"], _floor(r))
     p = p if p.startswith("<") else "= " + p
-    how = f"{method_text(r)}, {n_text(r)}; p {p}, BH-adjusted p = {p_text(r['p_bh'])}"
+    how = f"{method_text(r)}, {n_text(r)}; p {p}, BH-adjusted p = {p_text(r['p_bh'])}" + (f"; {note}" if note else "")
     who = f"- {r['model']}, {r['metric']}: {r['comparison']}"
+    if isnan(r["p_value"]):
+        return f"{who}: {r['result']}.\n"
     if r["result"] == DETECTED:
         return f"{who} differs by {interval(r)} ({how}).\n"
     return f"{who}: {r['result']}, {interval(r)} ({how}).\n"
 
 
-def findings_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
+def rewrite_findings(folder: Path, decl: Declarations) -> str:
+    """findings.md of a results folder again from its comparisons.csv (title and preface kept, the claims
+    section from analysis.json), with the declarations; returns one line saying what it wrote."""
+    from harness.core.atomic import write_text_atomic
+    from harness.core.errors import UserError
+    from harness.reporting.update_claims import with_claims
+
+    folder = Path(folder)
+    df = pd.read_csv(folder / "comparisons.csv", keep_default_na=True)
+    if "p_value" not in df:
+        raise UserError(f"{folder}/comparisons.csv has no p_value column (written by older code): rebuild the "
+                        "folder from its records (python -m harness.reporting) or its runs.csv "
+                        "(python -m harness.reporting.comparisons) first")
+    df["note"] = df["note"].fillna("")
+    old = (folder / "findings.md").read_text()
+    first, rest = old.split("\n", 1)
+    title = first.removeprefix("# ").removesuffix(": findings")
+    preface = rest.split("**Multiplicity.**")[0].strip()
+    write_text_atomic(folder / "findings.md", with_claims(findings_markdown(df, title, preface, decl), folder))
+    n = {k: int((roles(df, decl) == k).sum()) for k in ("primary", "secondary", "exploratory")}
+    return (f"{folder}/findings.md: {n['primary']} primary, {n['secondary']} secondary and {n['exploratory']} "
+            "exploratory rows")
+
+
+def findings_markdown(df: pd.DataFrame, title: str, preface: str = "", decl: Declarations | None = None) -> str:
     """Detected (BH) differences, nominal only, not detected, each with its interval and p; then rows not
-    testable and not paired, with the reason."""
-    tested = df[df["p_value"].notna()]
+    testable and not paired, with the reason. With declarations (reporting/endpoints.py): the primary
+    endpoints first, the exploratory arms' rows apart; the BH results are the file's, unchanged."""
     text = f"# {title}: findings\n\n" + (preface + "\n\n" if preface else "") + multiplicity_head(df) + "\n\n"
     text += EVIDENCE + "\n"
+    decl = decl or Declarations()
+    role = roles(df, decl) if len(df) else pd.Series(dtype=object)
+    if decl.primary:
+        notes = direction_note(df, decl)
+        rows = df[role == "primary"]
+        text += ("\n## Primary endpoints (declared in the experiment file before its runs)\n\n"
+                 + ("".join(_line(r, notes.get(i)) for i, r in rows.iterrows()) or "None of the declared "
+                    "comparisons has a row here (their runs are missing or failed).\n"))
+    secondary = df[role == "secondary"] if len(df) else df
+    text += _by_result(secondary, "Secondary: " if decl.primary else "")
+    if decl.exploratory:
+        rows = df[role == "exploratory"]
+        text += ("\n## Exploratory (arms added after a result of this experiment was seen)\n\n"
+                 + "".join(f"- {arm}: added {why}.\n" for arm, why in decl.exploratory.items()) + "\n"
+                 + ("".join(_line(r) for _, r in rows[rows["p_value"].notna()].iterrows()) or "No tested row.\n"))
+    return text
+
+
+def _by_result(df: pd.DataFrame, prefix: str = "") -> str:
+    """The rows by verdict (BH-detected, nominal only, not detected), then untestable and unpaired rows."""
+    tested, text = df[df["p_value"].notna()], ""
     for name, result in ((f"Differences detected (Benjamini-Hochberg, q = {Q:g})", DETECTED),
                          (f"Nominal only (p < {ALPHA:g}, not surviving Benjamini-Hochberg)", NOMINAL),
                          ("Not detected", NOT_DETECTED)):
-        text += f"\n## {name}\n\n" + ("".join(_line(r) for _, r in tested[tested["result"] == result].iterrows())
+        text += f"\n## {prefix}{name}\n\n" + ("".join(_line(r) for _, r in tested[tested["result"] == result].iterrows())
                                       or "None.\n")
     rest = df[df["p_value"].isna()]
     untestable = rest["result"].astype(str).str.startswith("not testable")

@@ -1,0 +1,170 @@
+"""Declared primary endpoints and exploratory arms: what an experiment is about, said before its runs.
+
+An experiment file names the comparisons it was run to make, and marks any arm added after a result of the
+same experiment was seen:
+
+    primary:                                    # A minus B on a test metric; direction: greater | less | any
+      - {a: ES sigma=1e-2, b: placebo sigma=1e-2, metric: greedy_acc, direction: greater}
+    cells:
+      - {label: ES sigma=3e-3, overrides: [...], exploratory: {date: 2026-11-20, reason: "added after ..."}}
+
+`a` and `b` are labels of the file's cells or names of its grids (a grid's row is its point chosen on
+validation); `metric` is one the runs report (greedy_acc, pass@k, maj@k, or a summary metric).
+findings.md then reads in that order: the primary rows (each with the file's own Benjamini-Hochberg result,
+unchanged: the primaries are not given a smaller family), the secondary rows, and apart, every row that
+involves an exploratory arm, with its date and reason. A primary entry that names no cell, grid or metric
+of the file, or an exploratory tag without a date and a reason, is refused when the file is loaded.
+
+    python -m harness.reporting.endpoints results/placebo_cpu    # findings.md again, from comparisons.csv
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.core.errors import ConfigError, UserError
+
+PRIMARY_KEYS = {"a", "b", "metric", "direction"}
+DIRECTIONS = ("greater", "less", "any")
+# metrics a primary endpoint may name before any run exists: the evaluation's, and any summary metric
+FIXED_METRICS = ("greedy_acc", "mean_reward", "mean_length", "kl_to_base")
+PASS_OR_MAJ = re.compile(r"^(pass|maj)@\d+$")
+GRID_ROW = " (chosen on validation: "  # comparisons.py names a grid's row "<grid> (chosen on validation: ...)"
+
+
+@dataclass(frozen=True)
+class Primary:
+    a: str
+    b: str
+    metric: str
+    direction: str = "any"
+
+    def matches(self, comparison: str, metric: str) -> bool:
+        """Whether a comparisons row (its "A vs B" text and metric) is this endpoint."""
+        sides = comparison.split(" vs ")
+        return metric == self.metric and len(sides) == 2 and _is(sides[0], self.a) and _is(sides[1], self.b)
+
+
+def _is(side: str, label: str) -> bool:
+    return side == label or side.startswith(label + GRID_ROW)
+
+
+@dataclass(frozen=True)
+class Declarations:
+    primary: tuple[Primary, ...] = ()
+    exploratory: dict | None = None   # arm label -> "date: reason"
+
+    def role(self, comparison: str, metric: str) -> str:
+        """primary, exploratory (a side is an exploratory arm) or secondary."""
+        sides = comparison.split(" vs ")
+        if any(_is(s, arm) for s in sides for arm in self.exploratory or {}):
+            return "exploratory"
+        return "primary" if any(p.matches(comparison, metric) for p in self.primary) else "secondary"
+
+
+def _labels(cfg) -> list[str]:
+    return ([str(c.get("label")) for c in cfg.get("cells") or []]
+            + [str(g.get("name")) for g in cfg.get("grids") or []])
+
+
+def _metrics(cfg) -> set[str]:
+    ev = cfg.get("eval") or {}
+    return (set(FIXED_METRICS) | {f"pass@{k}" for k in ev.get("pass_ks") or []}
+            | {f"maj@{k}" for k in ev.get("maj_ks") or []} | {str(m) for m in cfg.get("summary_metrics") or []}
+            | ({str(cfg.get("summary_metric"))} if cfg.get("summary_metric") else set()))
+
+
+def declarations(cfg, check: bool = True) -> Declarations:
+    """The file's declarations (a composed experiment config or its raw YAML); ConfigError when one names
+    nothing of the file. `check=False` skips the metric check (a raw YAML without its composed eval)."""
+    labels = _labels(cfg)
+    out = []
+    for i, p in enumerate(cfg.get("primary") or []):
+        where = f"primary[{i}]"
+        unknown = set(p) - PRIMARY_KEYS
+        if unknown or not {"a", "b", "metric"} <= set(p):
+            raise ConfigError(f"{where} has keys {sorted(p)}; write {{a: <cell label>, b: <cell label>, "
+                              "metric: greedy_acc, direction: greater}} (direction optional)")
+        for side in ("a", "b"):
+            if str(p[side]) not in labels:
+                raise ConfigError(f"{where}.{side}={p[side]!r} is not a cell label or grid name of this file "
+                                  f"({', '.join(labels)}); name the arm exactly as its label reads")
+        metric, direction = str(p["metric"]), str(p.get("direction", "any"))
+        if check and metric not in _metrics(cfg) and not PASS_OR_MAJ.match(metric):
+            raise ConfigError(f"{where}.metric={metric!r} is not a metric this file's runs report; use one of "
+                              f"{', '.join(sorted(_metrics(cfg)))}")
+        if direction not in DIRECTIONS:
+            raise ConfigError(f"{where}.direction={direction!r} is unknown; use one of {', '.join(DIRECTIONS)}")
+        out.append(Primary(str(p["a"]), str(p["b"]), metric, direction))
+    exploratory = {}
+    for c in list(cfg.get("cells") or []) + list(cfg.get("grids") or []):
+        tag = c.get("exploratory")
+        if tag is None:
+            continue
+        name = str(c.get("label", c.get("name")))
+        if not (hasattr(tag, "get") and tag.get("date") and tag.get("reason")):
+            raise ConfigError(f"{name!r}: exploratory needs a date and a reason, e.g. exploratory: "
+                              "{date: 2026-11-20, reason: added after the sigma 1e-3 arm's result was seen}")
+        exploratory[name] = f"{tag.get('date')}: {tag.get('reason')}"
+    return Declarations(tuple(out), exploratory or None)
+
+
+def from_experiment_file(name: str) -> Declarations:
+    """The declarations of conf/experiment/<name>.yaml (none when the file does not exist)."""
+    from omegaconf import OmegaConf
+
+    from harness.core.paths import CONF_DIR
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    return declarations(OmegaConf.load(path), check=False) if path.is_file() else Declarations()
+
+
+def from_manifest(man) -> Declarations:
+    """The declarations an experiment's manifest (experiment.json) recorded at launch (none when absent)."""
+    if man is None:
+        return Declarations()
+    primary = tuple(Primary(**p) for p in getattr(man, "primary", None) or [])
+    return Declarations(primary, getattr(man, "exploratory", None) or None)
+
+
+def roles(df: pd.DataFrame, decl: Declarations) -> pd.Series:
+    """Each comparisons row's role (primary / secondary / exploratory)."""
+    return pd.Series([decl.role(str(r["comparison"]), str(r["metric"])) for _, r in df.iterrows()],
+                     index=df.index, dtype=object)
+
+
+def direction_note(df: pd.DataFrame, decl: Declarations) -> dict:
+    """Per primary row index: whether its sign is the declared direction (a detection the other way is
+    reported as one, and said to be against the declaration)."""
+    out = {}
+    for i, r in df.iterrows():
+        p = next((p for p in decl.primary if p.matches(str(r["comparison"]), str(r["metric"]))), None)
+        if p is not None and p.direction != "any" and r["difference"] == r["difference"]:
+            agrees = r["difference"] > 0 if p.direction == "greater" else r["difference"] < 0
+            out[i] = f"declared {p.direction}: " + ("sign as declared" if agrees else "sign opposite to the declaration")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.reporting.endpoints",
+                                 description="Rewrite a results folder's findings.md from its comparisons.csv, "
+                                             "primary endpoints first (declared in its experiment file).")
+    ap.add_argument("folder", type=Path, help="results/<experiment> (with comparisons.csv and findings.md)")
+    ap.add_argument("--experiment", default=None, help="the conf/experiment name (default: the folder's name)")
+    args = ap.parse_args(argv)
+    from harness.reporting.findings import rewrite_findings
+    try:
+        decl = from_experiment_file(args.experiment or args.folder.name)
+        print(rewrite_findings(args.folder, decl))
+    except (UserError, FileNotFoundError) as e:
+        print(f"esbench: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
