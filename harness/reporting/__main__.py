@@ -21,7 +21,8 @@ import logging
 import sys
 from pathlib import Path
 
-from harness.reporting.report import NoRecords, output_name, rebuild
+# The tables (pandas, matplotlib) load after the arguments are parsed: `--help` answers at once.
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.reporting", description="Rebuild tables from run records.")
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: the experiment's select_by, else greedy_acc)")
     ap.add_argument("--experiment", action="store_true", help=argparse.SUPPRESS)  # accepted; no longer needed
     args = ap.parse_args(argv)
+    from harness.reporting.report import NoRecords, output_name, rebuild
+
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     if not args.records.is_dir():
         ap.error(f"{args.records} is not a folder; pass runs/<group>/<stamp> (see `ls runs/`)")

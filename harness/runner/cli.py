@@ -51,9 +51,11 @@ def main(cfg: DictConfig) -> None:
     try:
         validate(cfg)  # before any heavy import: the answer to a typo is immediate
     except ConfigError as e:
+        _discard_unstarted()
         fail(e)
     missing = _unloadable_model(cfg)
     if missing:
+        _discard_unstarted()  # a run that never started is not a result: no record, no folder
         fail(missing)
     from harness.core.quiet import quiet_known_warnings
 
@@ -71,8 +73,46 @@ def main(cfg: DictConfig) -> None:
     except errors as e:
         fail(e)
     except (Terminated, KeyboardInterrupt) as e:
-        print(f"esbench: interrupted: {e}; rerun the same command with stamp=... to resume", file=sys.stderr)
+        print(f"esbench: interrupted: {e or 'Ctrl-C'}; resume with: {resume_command(cfg)}", file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
+
+
+def resume_command(cfg: DictConfig) -> str:
+    """This command line with its stamp fixed: the same run folder, so finished runs are skipped and a
+    method resumes from its checkpoint."""
+    import shlex
+
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        args = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] != "stamp"]
+    except ValueError:  # no Hydra run (a test calling main's pieces): the process's own arguments
+        args = [a for a in sys.argv[1:] if not a.startswith("stamp=")]
+    return shlex.join(["python", "-m", "harness", *args, f"stamp={cfg.stamp}"])
+
+
+def _discard_unstarted() -> None:
+    """Remove the run folder Hydra made for a run that failed its checks before it started, when it holds
+    only Hydra's own files (.hydra/, the log): a rerun of an interrupted run keeps its folder (it has a record)."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+    except ValueError:
+        return
+    hydra_files = {".hydra", f"{HydraConfig.get().job.name}.log"}
+    if run_dir.resolve() != Path.cwd().resolve() and run_dir.is_dir() and \
+            {p.name for p in run_dir.iterdir()} <= hydra_files:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        for parent in run_dir.parents:  # runs/<group>/, runs/ when this made them: only while empty
+            if parent.resolve() == Path.cwd().resolve():
+                break
+            try:
+                parent.rmdir()
+            except OSError:
+                break
 
 
 def _unloadable_model(cfg: DictConfig) -> str | None:
@@ -90,6 +130,12 @@ def _unloadable_model(cfg: DictConfig) -> str | None:
             wheels.resolve(wheel)
         except wheels.WheelModelError as e:
             return str(e)
+    if not is_experiment(cfg):
+        from harness.runner.argv_check import missing_model
+
+        missing = missing_model(name)  # a folder named in a model file (the command line's: before Hydra)
+        if missing:
+            return missing
     if is_experiment(cfg) or not is_hub_id(name) or (ZOO_DIR / name).is_dir() or Path(name).exists():
         return None
     from harness.core.hub import check_hub_model
@@ -102,6 +148,17 @@ def _dispatch(cfg: DictConfig) -> None:
     torch loads (harness/runner/experiment.py), so its errors come in seconds too."""
     from hydra.core.hydra_config import HydraConfig
 
+    if cfg.get("rehearse"): return __import__("harness.runner.rehearse", fromlist=["main"]).main(cfg)  # noqa: E701
+    if not is_experiment(cfg) and (cfg.get("dry_run") or cfg.get("plan")):  # one run: show it, run nothing
+        from omegaconf import OmegaConf
+
+        if cfg.get("plan"):
+            raise ConfigError("+plan=true prices an experiment's runs; add experiment=NAME, or drop +plan "
+                              "(+dry_run=true shows this one run's config)")
+        print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+        print(f"dry run: one run (no experiment=); it would write "
+              f"{Path(cfg.runs_dir) / cfg.group}/{cfg.stamp}-{HydraConfig.get().runtime.choices.method}/")
+        return
     if is_experiment(cfg):
         from harness.runner.experiment import run_experiment
         if cfg.get("plan"):  # +plan=true: price every run (harness/runner/pricing.py), run nothing

@@ -49,6 +49,9 @@ def command(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(f"usage: python -m harness.runner.launch experiment=NAME stamp=NAME [key=value ...]\n{__doc__}")
+        return
     cmd = command(sys.argv[1:])
     print("launching:", " ".join(cmd), flush=True)
     os.execv(cmd[0], cmd)

@@ -16,6 +16,7 @@ options, all before torch loads. The constructors still check everything when a 
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -28,15 +29,17 @@ from harness.core.paths import CONF_DIR
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
-                   "paper", "paper_note", "paper_heldout", "axis_plot", "es_reference"}
-# Keys that steer a launch, never one run's settings: +run_index=..., +dry_run=true, +plan=true, +include=[GRID];
+                   "paper", "paper_note", "paper_heldout", "axis_plot", "es_reference", "primary"}
+# Keys that steer a launch, never one run's settings: +run_index=..., +dry_run=true, +plan=true, +include=[GRID],
+# +rehearse=true (harness/runner/rehearse.py);
 # child_run: set by an experiment for its per-run processes; stamp and launcher: the records folder and how
 # runs are fanned out; hydra: Hydra's own node. This check accepts them at the top level (those config.yaml
 # does not declare), and harness/runner/experiment.py strips them from the command line before composing each run
 # (it passes stamp on itself).
-CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "child_run", "stamp", "launcher", "hydra"})
-CELL_KEYS = {"label", "overrides", "axes", "seeded"}
-GRID_KEYS = {"name", "overrides", "axes", "optional"}  # optional: true = opt-in, +include=[name]
+CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "rehearse", "child_run", "stamp", "launcher",
+                          "hydra"})
+CELL_KEYS = {"label", "overrides", "axes", "seeded", "exploratory"}  # exploratory: harness/reporting/endpoints.py
+GRID_KEYS = {"name", "overrides", "axes", "optional", "exploratory"}  # optional: true = opt-in, +include=[name]
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
 EVAL_TARGET = "harness.evaluation.evaluate.EvalConfig"
@@ -49,14 +52,20 @@ PARAM_NAMES = ("all", "norms", "norms+attention", "last_layer")
 
 def _base_keys() -> set[str]:
     """Top-level keys config.yaml declares, plus its config groups (model, task, method, ...)."""
-    base = OmegaConf.load(CONF_DIR / "config.yaml")
+    path = CONF_DIR / "config.yaml"
+    return set(_keys_of(path, path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)  # read once per process, not once per run of an experiment (35 ms each)
+def _keys_of(path, mtime_ns: int) -> frozenset[str]:
+    base = OmegaConf.load(path)
     groups = set()
     for d in base.get("defaults", []):
         if isinstance(d, str) and d != "_self_":
             groups.add(d.split(":")[0].split("/")[-1].strip())
         elif isinstance(d, (dict, DictConfig)):
             groups.update(str(k).replace("optional ", "").strip() for k in d)
-    return {k for k in base if k != "defaults"} | groups
+    return frozenset({k for k in base if k != "defaults"} | groups)
 
 
 def _check_held_out(cfg: DictConfig) -> None:
@@ -154,6 +163,10 @@ def validate(cfg: DictConfig) -> None:
     if cfg.get("axis_plot") is not None:
         check_keys(cfg.axis_plot, AXIS_PLOT_KEYS, "axis_plot")
     _check_es_reference(cfg)
+    if cfg.get("primary") is not None or any("exploratory" in c for c in list(cfg.get("cells") or [])
+                                             + list(cfg.get("grids") or [])):
+        from harness.reporting.endpoints import declarations  # primary endpoints name cells and metrics of the file
+        declarations(cfg)
     if cfg.get("analysis") is not None:
         from harness.runner.signatures import accepted_keys  # read from source: settings.py imports this module
         check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")

@@ -30,6 +30,28 @@ import tempfile
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="zoo-4m")
+    ap.add_argument("--population", type=int, default=8)
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--sigma", type=float, default=0.01)
+    ap.add_argument("--workers", type=int, default=2, help="K for the K-vs-1 comparison (0: skip it)")
+    ap.add_argument("--engines", default="hf,vllm")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dtypes", default="float32", help="model dtypes to time, e.g. bfloat16,float32")
+    ap.add_argument("--task", default=None, help="a conf/task option (default: the zoo's compact Countdown)")
+    ap.add_argument("--numerics", default="exact", help="ES arithmetics to time on hf: exact, inplace or both")
+    ap.add_argument("--out", type=Path, default=None, help="merge the figures into this JSON file")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (torch: 7-9 s)
+
 import torch
 
 from harness.core.budget import Ledger
@@ -92,20 +114,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="zoo-4m")
-    ap.add_argument("--population", type=int, default=8)
-    ap.add_argument("--prompts", type=int, default=64)
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--sigma", type=float, default=0.01)
-    ap.add_argument("--workers", type=int, default=2, help="K for the K-vs-1 comparison (0: skip it)")
-    ap.add_argument("--engines", default="hf,vllm")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--dtypes", default="float32", help="model dtypes to time, e.g. bfloat16,float32")
-    ap.add_argument("--task", default=None, help="a conf/task option (default: the zoo's compact Countdown)")
-    ap.add_argument("--numerics", default="exact", help="ES arithmetics to time on hf: exact, inplace or both")
-    ap.add_argument("--out", type=Path, default=None, help="merge the figures into this JSON file")
+    ap = _parser()
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -15,8 +15,31 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.bench_es", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="zoo-1m", help="zoo name, local path or hub id")
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--population", type=int, default=30)
+    ap.add_argument("--prompts", type=int, default=64, help="prompts per iteration")
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--sigma", type=float, default=1e-3, help="alpha is sigma/2")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    ap.add_argument("--params", default="all", help="ES variant: tensors perturbed (all | norms | ... | regex)")
+    ap.add_argument("--noise-rank", type=int, default=None, help="ES variant: low-rank noise of rank r")
+    ap.add_argument("--antithetic", action="store_true", help="ES variant: mirrored pairs")
+    ap.add_argument("--compare-noise-rank", type=int, default=None, metavar="R",
+                    help="run full-rank then rank-R noise and print both and the difference")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (torch: 7-9 s)
 
 import torch
 
@@ -69,20 +92,7 @@ def compare(full: list[dict], low: list[dict], rank: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m harness.tools.bench_es", description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="zoo-1m", help="zoo name, local path or hub id")
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--population", type=int, default=30)
-    ap.add_argument("--prompts", type=int, default=64, help="prompts per iteration")
-    ap.add_argument("--max-new-tokens", type=int, default=16)
-    ap.add_argument("--sigma", type=float, default=1e-3, help="alpha is sigma/2")
-    ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    ap.add_argument("--params", default="all", help="ES variant: tensors perturbed (all | norms | ... | regex)")
-    ap.add_argument("--noise-rank", type=int, default=None, help="ES variant: low-rank noise of rank r")
-    ap.add_argument("--antithetic", action="store_true", help="ES variant: mirrored pairs")
-    ap.add_argument("--compare-noise-rank", type=int, default=None, metavar="R",
-                    help="run full-rank then rank-R noise and print both and the difference")
+    ap = _parser()
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     common = (args.model, args.iterations, args.population, args.prompts, args.max_new_tokens, args.sigma, args.dtype)

@@ -11,12 +11,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+
+from harness.core.paths import CONF_DIR
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="*", default=sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
+    ap.add_argument("--model", default="zoo-1m")
+    ap.add_argument("--prompts", type=int, default=200)
+    ap.add_argument("--samples", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", help="also write the rows as JSON here")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (torch: 7-9 s)
 
 import torch
 
 from harness.core.atomic import write_json_atomic
-from harness.core.paths import CONF_DIR
 from harness.core.policy import load_policy
 from harness.evaluation.evaluate import EvalConfig, evaluate
 from harness.runner.run import build_task
@@ -50,13 +67,7 @@ def measure(model: str, name: str, prompts: int, samples: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", nargs="*", default=sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml")))
-    ap.add_argument("--model", default="zoo-1m")
-    ap.add_argument("--prompts", type=int, default=200)
-    ap.add_argument("--samples", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", help="also write the rows as JSON here")
+    ap = _parser()
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     rows = []

@@ -31,6 +31,20 @@ import threading
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
+    parser.add_argument("--references", action="store_true",
+                        help="judge every row's reference solution instead of timing")
+    parser.add_argument("--attacks", action="store_true",
+                        help="run the memory and data attacks (tests/hostile/) and measure them")
+    return parser
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (datasets, pandas: 3 s)
+
 from tasks import sandbox
 from tasks.mbpp import MBPP
 
@@ -157,12 +171,7 @@ def attacks() -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=50, help="reference solutions to time")
-    parser.add_argument("--references", action="store_true",
-                        help="judge every row's reference solution instead of timing")
-    parser.add_argument("--attacks", action="store_true",
-                        help="run the memory and data attacks (tests/hostile/) and measure them")
+    parser = _parser()
     args = parser.parse_args(argv)
     result = check_references() if args.references else attacks() if args.attacks else bench(args.n)
     print(json.dumps(result, indent=2))

@@ -40,8 +40,12 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
-import torch
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    print(__doc__)  # the keys and examples, before numpy and torch load (6 s)
+    sys.exit(0)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from harness.core import paths
 from harness.core.atomic import save_figure_atomic, write_json_atomic, write_text_atomic

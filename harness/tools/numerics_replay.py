@@ -35,6 +35,27 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser(seedings=("the seedings of methods/es_core.py",)) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.numerics_replay", description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("--iterations", type=int, default=3)
+    ap.add_argument("--population", type=int, default=30)
+    ap.add_argument("--sigma", type=float, default=1e-3)
+    ap.add_argument("--alpha", type=float, default=5e-4)
+    ap.add_argument("--arith", default="exact,inplace-bf16,inplace-fp16",
+                    help="comma list of exact | exact-<dtype> | inplace-<dtype>, each optionally @<seeding>")
+    ap.add_argument("--seeding", default="iid", help=f"comma list of {', '.join(seedings)}: every unpinned --arith "
+                                                     "item runs under each")
+    ap.add_argument("--seed", type=int, default=0, help="seeds member seeds and the random fitness")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", required=True, help="the JSON path; the markdown goes beside it (.md)")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (torch: 7-9 s)
+
 import torch
 
 from harness.analysis.drift import drift
@@ -276,19 +297,7 @@ def markdown(result: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     from harness.core.records import git_sha
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m harness.tools.numerics_replay", description=__doc__.splitlines()[0])
-    ap.add_argument("model")
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--population", type=int, default=30)
-    ap.add_argument("--sigma", type=float, default=1e-3)
-    ap.add_argument("--alpha", type=float, default=5e-4)
-    ap.add_argument("--arith", default="exact,inplace-bf16,inplace-fp16",
-                    help="comma list of exact | exact-<dtype> | inplace-<dtype>, each optionally @<seeding>")
-    ap.add_argument("--seeding", default="iid", help=f"comma list of {', '.join(SEEDINGS)}: every unpinned --arith "
-                                                     "item runs under each")
-    ap.add_argument("--seed", type=int, default=0, help="seeds member seeds and the random fitness")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", required=True, help="the JSON path; the markdown goes beside it (.md)")
+    ap = _parser(SEEDINGS)
     a = ap.parse_args(argv)
     pairs = parse_rows(a.arith, a.seeding)  # every bad one fails before the model loads
     torch.set_num_threads(a.threads)

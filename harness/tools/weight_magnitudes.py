@@ -16,6 +16,17 @@ import argparse
 import sys
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.weight_magnitudes", description=__doc__.splitlines()[0])
+    ap.add_argument("model", help="a conf/model name, zoo name or local path")
+    ap.add_argument("--out", required=True, type=Path, help="the JSON path; the markdown goes beside it (.md)")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before the imports below (torch: 7-9 s)
+
 import torch
 
 from harness.analysis.groups import GROUPS, group_label, group_of
@@ -65,9 +76,7 @@ def markdown(result: dict) -> str:
 def main(argv: list[str] | None = None) -> dict:
     from harness.core.records import git_sha
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m harness.tools.weight_magnitudes", description=__doc__.splitlines()[0])
-    ap.add_argument("model", help="a conf/model name, zoo name or local path")
-    ap.add_argument("--out", required=True, type=Path, help="the JSON path; the markdown goes beside it (.md)")
+    ap = _parser()
     a = ap.parse_args(argv)
     model = load_model(a.model)
     result = {"command": "python -m harness.tools.weight_magnitudes " + " ".join(argv), "torch": torch.__version__,

@@ -16,17 +16,12 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 
-import torch
-from transformers import AutoModelForCausalLM, Qwen2Config
-
 from harness.core.atomic import write_json_atomic, write_text_atomic
-
-from harness.core.chartok import build_char_tokenizer
 from harness.core.paths import ZOO_DIR
-from tasks.countdown import _split_of, random_problem
 
 
 @dataclass(frozen=True)
@@ -71,6 +66,29 @@ ZOO = {
                       batch=128, save_dtype="bfloat16"),
     **LADDER,
 }
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.zoo", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="train one zoo model from scratch and write its card")
+    b.add_argument("name", choices=sorted(ZOO))
+    b.add_argument("--threads", type=int, default=2)
+    c = sub.add_parser("card", help="evaluate a built zoo model and (re)write its CARD.md")
+    c.add_argument("name", choices=sorted(ZOO))
+    c.add_argument("--threads", type=int, default=2)
+    sub.add_parser("list", help="list zoo models and whether they are built")
+    return ap
+
+
+if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
+    _parser().parse_args()  # prints the help and exits, before torch and transformers load (5 s)
+
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, Qwen2Config  # noqa: E402
+
+from harness.core.chartok import build_char_tokenizer  # noqa: E402
+from tasks.countdown import _split_of, random_problem  # noqa: E402
 
 
 def make_model(spec: ZooSpec, vocab_size: int, eos_id: int, pad_id: int):
@@ -198,15 +216,7 @@ def _data_line(spec: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m harness.tools.zoo", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="train one zoo model from scratch and write its card")
-    b.add_argument("name", choices=sorted(ZOO))
-    b.add_argument("--threads", type=int, default=2)
-    c = sub.add_parser("card", help="evaluate a built zoo model and (re)write its CARD.md")
-    c.add_argument("name", choices=sorted(ZOO))
-    c.add_argument("--threads", type=int, default=2)
-    sub.add_parser("list", help="list zoo models and whether they are built")
+    ap = _parser()
     args = ap.parse_args(argv)
     if args.cmd == "list":
         for n, s in ZOO.items():
