@@ -92,8 +92,10 @@ def test_smoke_measures_every_section(tmp_path):
 
 
 def test_quick_without_a_gpu_fails_in_one_line_and_still_writes_json(tmp_path, monkeypatch):
+    import torch
+
     from harness.tools import gpu_check
-    monkeypatch.setattr(gpu_check.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     out = tmp_path / "q.json"
     assert gpu_check.main(["--quick", "--out", str(out)]) == 2
     res = json.loads(out.read_text())
@@ -114,7 +116,7 @@ def test_quick_smoke_runs_every_section_it_can(tmp_path):
     assert sec["mem7b"]["params"] > 0 and sec["mem7b"]["predicted_total_gib"] > 0
     assert sec["grpo"]["steps"] == 2 and sec["grpo"]["beta"] == 1e-3
     assert {k: v["status"] for k, v in sec["e2e"].items() if isinstance(v, dict)} == {
-        "base": "ok", "es": "ok", "grpo": "ok"}
+        "base": "ok", "es": "ok", "grpo": "ok", "ppo": "ok"}
     assert sec["e2e"]["es"]["steps"] == 2 and sec["e2e"]["es"]["device"] == "cpu"
     for name in ("gen", "es-vllm"):
         assert ("skipped" in sec[name]) == (NO_VLLM is not None)

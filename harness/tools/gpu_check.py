@@ -37,9 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from harness.core import paths
+
+# torch is imported inside the functions that use it, so that --help answers before torch loads
 
 SHAPES_DIR = paths.SHAPES_DIR
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
@@ -73,6 +73,7 @@ def _shape_config(shape: str, smoke: bool) -> dict:
 
 def build_model(shape: str, out: Path, dtype: str, smoke: bool) -> Path:
     """A random-weight HF folder of `shape` (config + safetensors + the harness char tokenizer)."""
+    import torch
     from harness.core.chartok import build_char_tokenizer
     model, _ = random_model(shape, dtype, "cuda" if torch.cuda.is_available() else "cpu", smoke)
     model.save_pretrained(out)
@@ -128,6 +129,7 @@ def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, s
 
 def measure(job: dict) -> dict:
     """Run one (shape, section) job; returns its figures (and peak GPU memory)."""
+    import torch
     from harness.engines import EngineConfig, make_engine
     from harness.core.policy import load_policy
     from methods.es_vllm import EXTENSION
@@ -180,6 +182,7 @@ def measure(job: dict) -> dict:
 
 def _device_memory() -> dict:
     """GPU memory in use now (all of this process's allocations, vLLM's KV cache included)."""
+    import torch
     if not torch.cuda.is_available():
         return {}
     free, total = torch.cuda.mem_get_info()
@@ -188,6 +191,7 @@ def _device_memory() -> dict:
 
 def grpo_step(job: dict, prompts: list[str]) -> dict:
     """GRPO optimizer steps with TRL generating on a colocated vLLM: `method=grpo engine=vllm` as a run builds it."""
+    import torch
     from harness.core.budget import Ledger
     from harness.core.policy import load_policy
     from methods import grpo
@@ -277,6 +281,7 @@ CUDA13_HINT = ("the pinned wheels are CUDA 13 builds (torch 2.13.0, vllm 0.27.1)
 
 def environment() -> dict:
     """The machine, the driver and the stack: what a result was measured on, and whether a GPU is usable."""
+    import torch
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
@@ -300,6 +305,7 @@ def environment() -> dict:
 
 def random_model(shape: str, dtype: str, device: str, smoke: bool):
     """A random-weight model of `shape` built on `device` directly (no folder: the 7B shape is 15 GB in bf16)."""
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     cfg = _shape_config(shape, smoke)
@@ -312,6 +318,7 @@ def random_model(shape: str, dtype: str, device: str, smoke: bool):
 def es_memory(job: dict) -> dict:
     """The ES master at the 7B shape on one GPU (engine=hf: weights + fp32 master + buffer + update temporaries):
     peak bytes measured beside the planner's model (harness/core/gpu_memory.py), and perturb/restore per member."""
+    import torch
     from harness.core import gpu_memory as gm
     from methods.es_core import zscore
     from methods.es_weights import HFWeights
@@ -353,12 +360,15 @@ def es_memory(job: dict) -> dict:
 def end_to_end(job: dict) -> dict:
     """`python -m harness` runs on the device (base, es, grpo) on a random-weight model folder: the run path a
     user meets (config, driver, method, evaluation, record), each in its own process, seconds and exit status."""
+    import torch
     runs = {
         "base": ["method=base"],
         "es": ["method=es", "method.population=4", "method.prompts_per_iteration=8", "budget.kind=samples",
                "budget.samples=64"],
         "grpo": ["method=grpo", "method.prompts_per_step=2", "method.num_generations=4", "budget.kind=samples",
                  "budget.samples=16", "method.checkpoint_every=0"],
+        "ppo": ["method=ppo", "method.prompts_per_step=4", "method.rollout_batch_size=4", "budget.kind=samples",
+                "budget.samples=8", "method.checkpoint_every=0"],
     }
     out = {}
     with tempfile.TemporaryDirectory(prefix="esbench-e2e-") as d:
@@ -444,8 +454,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="the short-rental check (under 8 min on one H100/H200): see QUICK_SECTIONS")
     ap.add_argument("--deadline", type=int, default=420, help="--quick: seconds after which no section starts")
+    ap.add_argument("--quick-sections", default=",".join(QUICK_SECTIONS[1:]),
+                    help="--quick: the sections to run (env always runs first)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    import torch
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -528,9 +541,12 @@ def main(argv=None) -> int:
 def quick(a) -> int:
     """--quick: env, ES on HF at the 1.5B shape (and on vLLM where installed), the 7B master's memory, one GRPO
     step at a run's settings, and `python -m harness` end to end; JSON rewritten after every section."""
+    import torch
     from harness.engines import vllm_available
 
     start = time.perf_counter()
+    if a.smoke:  # the deadline is a rental's; a CPU smoke on a busy machine takes what it takes
+        a.deadline = max(a.deadline, 3600)
     out = Path(a.out or f"outputs/gpu_check/quick-{time.strftime('%Y%m%d-%H%M%S')}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.is_available()
@@ -574,7 +590,12 @@ def quick(a) -> int:
                 "grpo": dict(base, section="grpo"),
                 "e2e": dict(base, section="e2e", model_dir=models[QUICK_E2E], new_tokens=min(tokens, 64),
                             timeout=a.timeout)}
-        for sec in ("es-hf", "mem7b", "gen", "es-vllm", "grpo", "e2e"):
+        wanted = a.quick_sections.split(",")
+        unknown = set(wanted) - set(jobs)
+        if unknown:
+            print(f"gpu_check: --quick-sections has {sorted(unknown)}; use some of {', '.join(jobs)}")
+            return 2
+        for sec in [s for s in ("es-hf", "mem7b", "gen", "es-vllm", "grpo", "e2e") if s in wanted]:
             left = a.deadline - (time.perf_counter() - start)
             if sec in ("gen", "es-vllm") and no_vllm:
                 res = {"skipped": no_vllm}
