@@ -95,12 +95,19 @@ def test_seed_pairing_matches_a_hand_computed_t_interval(tmp_path):
         put(tmp_path, f"grpo{s}", "GRPO lr=1", grpo[s], method="grpo", seed=s, grid="GRPO", point={"lr": 1}, val=0.5)
     df = comparisons(aggregate(tmp_path))
     rows = df[df["kind"] == "ES vs RL"]
-    # seeds averaged per prompt are not 0/1 (thirds): the prompt row is bootstrapped, with its p
-    assert list(rows["pairing"]) == ["by prompt (paired bootstrap)", "by seed (Student-t)"]
+    # first the crossed seed x prompt row (the primary one), then the two one-way rows; seeds averaged per
+    # prompt are not 0/1 (thirds): the prompt row is bootstrapped, with its p
+    assert list(rows["pairing"]) == ["by seed and prompt (crossed bootstrap)", "by prompt (paired bootstrap)",
+                                     "by seed (Student-t)"]
+    crossed = rows.iloc[0]
+    assert crossed["difference"] == pytest.approx(np.mean([es[s] - grpo[s] for s in range(3)]))
+    assert crossed["n_seeds"] == 3 and "3 seeds: few to resample" in crossed["note"]
+    rows = rows.iloc[1:]
     boot = rows.iloc[0]   # thirds on 100 prompts: a bound on a step of the lattice may stop at MAX_BOOT above target
     assert boot["n_boot"] >= N_BOOT and (boot["mc_error"] < MC_TARGET or boot["n_boot"] == MAX_BOOT)
     assert rows.iloc[0]["comparison"] == "ES vs GRPO (chosen on validation: GRPO lr=1)"
     seed = rows.iloc[1]
+    assert "3 seeds: the interval leans on normality" in seed["note"]
     d = np.array([es[s].mean() - grpo[s].mean() for s in range(3)])
     half = 4.303 * d.std(ddof=1) / math.sqrt(3)
     assert seed["difference"] == pytest.approx(d.mean()) and seed["n_seeds"] == 3
@@ -111,13 +118,20 @@ def test_seed_pairing_matches_a_hand_computed_t_interval(tmp_path):
     assert t_interval(d) == pytest.approx((seed["difference"], seed["ci_low"], seed["ci_high"]))
 
 
+def rows_b1(trained):
+    return np.roll(trained, 1) * (np.arange(100) > 5)
+
+
 def test_an_unseeded_base_partners_every_seed(tmp_path):
     base, trained = planted()
     put(tmp_path, "a", "Original", base, method="base", trains=False)
     put(tmp_path, "b0", "ES", trained, seed=0)
     put(tmp_path, "b1", "ES", np.roll(trained, 1) * (np.arange(100) > 5), seed=1)
-    seed = comparisons(aggregate(tmp_path)).iloc[1]
+    rows = comparisons(aggregate(tmp_path))
+    crossed, seed = rows.iloc[0], rows.iloc[2]
     assert seed["pairing"] == "by seed (Student-t)" and seed["n_seeds"] == 2
+    assert crossed["pairing"] == "by seed and prompt (crossed bootstrap)" and crossed["n_seeds"] == 2
+    assert crossed["difference"] == pytest.approx(np.mean([trained - base, rows_b1(trained) - base]))
 
 
 def test_runs_on_different_prompt_sets_are_refused_in_one_line(tmp_path):
@@ -313,3 +327,20 @@ def test_constant_columns_are_not_testable_and_not_in_m(tmp_path):
     from harness.reporting.comparisons import untestable as why
     assert "both columns are constant" in why(np.full(5, 0.5), np.full(5, 0.25), "mean_reward", False)
     assert why(np.ones(5), np.zeros(5), "greedy_acc", False) == ""  # 0/1: all 5 prompts moved, McNemar tests it
+
+
+def test_crossed_bootstrap_resamples_seeds_and_prompts():
+    from harness.reporting import stats
+    # seed effect only: +1 in one seed, -1 in the other, on every prompt; a prompt-only bootstrap of the
+    # seed-averaged column would see exactly 0 with no spread
+    r = stats.crossed_bootstrap(np.array([[1.0] * 20, [-1.0] * 20]), seed=0, n_boot=2000)
+    assert r.mean == 0.0 and (r.low, r.high) == (-1.0, 1.0) and r.p > 0.9
+    # a consistent difference on every seed and prompt: detected, interval at the value
+    r = stats.crossed_bootstrap(np.full((3, 50), 0.2), seed=0, n_boot=2000)
+    assert (r.low, r.high) == pytest.approx((0.2, 0.2)) and r.p < 0.01
+    # seeds that agree and prompts that vary: about the prompt bootstrap's width
+    rng = np.random.default_rng(1)
+    prompt = rng.normal(0.1, 1.0, 200)
+    crossed = stats.crossed_bootstrap(np.stack([prompt, prompt, prompt]), seed=0)
+    by_prompt = stats.paired_bootstrap(prompt, seed=0)
+    assert crossed.high - crossed.low == pytest.approx(by_prompt.high - by_prompt.low, rel=0.1)

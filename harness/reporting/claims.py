@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.atomic import write_text_atomic
-from harness.reporting.findings import p_text
+from harness.reporting.findings import CROSSED, p_text
 from harness.reporting.format import is_percent
 from harness.reporting.stats import ALPHA, Q
 from harness.reporting.update_claims import MARK
@@ -102,8 +102,9 @@ def _a_side(df: pd.DataFrame) -> pd.Series:
 
 
 def deciding(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, kind, comparison, metric): paired by seed where there is one, else by prompt."""
-    pref = (df["pairing"] != BY_SEED).astype(int)
+    """One row per (model, kind, comparison, metric): the crossed seed x prompt row where there is one, else
+    paired by seed, else by prompt."""
+    pref = df["pairing"].map({CROSSED: 0, BY_SEED: 1}).fillna(2).astype(int)
     keys = ["model", "kind", "comparison", "metric"]
     out = df.assign(_pref=pref).sort_values("_pref", kind="stable").drop_duplicates(keys)
     return out.sort_index().drop(columns="_pref")

@@ -15,19 +15,16 @@ unchanged: the primaries are not given a smaller family), the secondary rows, an
 involves an exploratory arm, with its date and reason. A primary entry that names no cell, grid or metric
 of the file, or an exploratory tag without a date and a reason, is refused when the file is loaded.
 
-    python -m harness.reporting.endpoints results/placebo_cpu    # findings.md again, from comparisons.csv
+    python -m harness.reporting.findings results/placebo_cpu    # findings.md again, from comparisons.csv
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
-from harness.core.errors import ConfigError, UserError
+from harness.core.errors import ConfigError
 
 PRIMARY_KEYS = {"a", "b", "metric", "direction"}
 DIRECTIONS = ("greater", "less", "any")
@@ -147,24 +144,3 @@ def direction_note(df: pd.DataFrame, decl: Declarations) -> dict:
             agrees = r["difference"] > 0 if p.direction == "greater" else r["difference"] < 0
             out[i] = f"declared {p.direction}: " + ("sign as declared" if agrees else "sign opposite to the declaration")
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.reporting.endpoints",
-                                 description="Rewrite a results folder's findings.md from its comparisons.csv, "
-                                             "primary endpoints first (declared in its experiment file).")
-    ap.add_argument("folder", type=Path, help="results/<experiment> (with comparisons.csv and findings.md)")
-    ap.add_argument("--experiment", default=None, help="the conf/experiment name (default: the folder's name)")
-    args = ap.parse_args(argv)
-    from harness.reporting.findings import rewrite_findings
-    try:
-        decl = from_experiment_file(args.experiment or args.folder.name)
-        print(rewrite_findings(args.folder, decl))
-    except (UserError, FileNotFoundError) as e:
-        print(f"esbench: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

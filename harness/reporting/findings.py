@@ -1,5 +1,7 @@
 """How the paired comparisons read: comparisons.md (every row) and findings.md (the rows by verdict).
 
+    python -m harness.reporting.findings results/<folder>   # findings.md again from its comparisons.csv
+
 The rows come from comparisons.py; each testable row has its test's p and its Benjamini-Hochberg adjusted p
 over the file (harness/reporting/stats.py). Both files open with the file's multiplicity: m testable rows,
 the nominal detections (p < 0.05), the number expected by chance if no difference were real (0.05 x m),
@@ -21,14 +23,18 @@ from harness.reporting.stats import ALPHA, MAX_BOOT, MC_TARGET, N_BOOT, Q
 
 DETECTED, NOMINAL, NOT_DETECTED = "detected", "nominal only", "not detected"
 MCNEMAR, BOOTSTRAP, STUDENT = "by prompt (exact McNemar)", "by prompt (paired bootstrap)", "by seed (Student-t)"
+CROSSED = "by seed and prompt (crossed bootstrap)"  # the primary row of a multi-seed comparison
+RESAMPLED = (BOOTSTRAP, CROSSED)
 
 NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% "
         "interval and its test's two-sided p. By prompt, 0/1 outcomes (greedy correctness): the exact McNemar test "
         "(binomial on the prompts that changed: up = A right and B wrong, down = the reverse) and Newcombe's paired "
         "score interval; other per-prompt scores: a paired bootstrap over the same test prompts (seeds averaged per "
         "prompt first), p from the same resamples. By seed: a Student-t interval and t-test over per-seed "
-        "differences of the run means. `detected` only when the row's p survives Benjamini-Hochberg at q = 0.05 over "
-        "the file's testable rows; `nominal only` when p < 0.05 does not survive. The interval and the test are "
+        "differences of the run means (with 2-3 seeds it leans on normality). With two or more seeds and per-prompt "
+        "scores, the first row is the crossed bootstrap, seeds and prompts resampled independently: the primary "
+        "row, since each one-way row ignores one source of variance. `detected` only when the row's p survives "
+        "Benjamini-Hochberg at q = 0.05 over the file's testable rows; `nominal only` when p < 0.05 does not survive. The interval and the test are "
         "separate procedures and can disagree at the margin: the p decides. RL rows are each grid's point chosen "
         "on validation.")
 EVIDENCE = ("Evidence rule: a sentence claiming a difference quotes a row detected here (its p survives "
@@ -66,7 +72,7 @@ def p_text(p: float, floor: bool = False) -> str:
 def _floor(r) -> bool:
     """A bootstrap p at its floor (no resample on the far side of 0): the true p is at most this."""
     b = r.get("n_boot")
-    return r["pairing"] == BOOTSTRAP and not isnan(b) and abs(r["p_value"] - 2 / (b + 1)) < 1e-12
+    return r["pairing"] in RESAMPLED and not isnan(b) and abs(r["p_value"] - 2 / (b + 1)) < 1e-12
 
 
 def method_text(r) -> str:
@@ -75,6 +81,8 @@ def method_text(r) -> str:
         return f"exact McNemar, {int(r['n_up'])} up / {int(r['n_down'])} down"
     if r["pairing"] == BOOTSTRAP:
         return f"paired bootstrap, {int(r['n_boot'])} resamples"
+    if r["pairing"] == CROSSED:
+        return f"crossed bootstrap of seeds and prompts, {int(r['n_boot'])} resamples"
     return "Student-t over seeds" if r["pairing"] == STUDENT else str(r["pairing"])
 
 
@@ -97,7 +105,7 @@ def multiplicity_head(df: pd.DataFrame) -> str:
             f"Nominal detections (p < {ALPHA:g}): {c['nominal']}; expected by chance if no difference were real: "
             f"{ALPHA:g} x m = {ALPHA * c['m']:.1f}; surviving Benjamini-Hochberg at q = {Q:g}: {c['bh']}. "
             "Below, \"detected\" means BH-surviving and \"nominal only\" a p < 0.05 that does not survive.")
-    boot = df[df["pairing"] == BOOTSTRAP] if "n_boot" in df else df.iloc[:0]
+    boot = df[df["pairing"].isin(RESAMPLED)] if "n_boot" in df else df.iloc[:0]
     if boot.empty:
         return text + " No row here is bootstrapped (McNemar and Student-t rows have no Monte-Carlo error)."
     pct = boot["metric"].map(is_percent).astype(bool)
@@ -207,3 +215,27 @@ def _by_result(df: pd.DataFrame, prefix: str = "") -> str:
             text += f"\n## {name}\n\n" + "".join(
                 f"- {r['model']}, {r['metric']}: {r['comparison']}: {r['result']}\n" for _, r in rows.iterrows())
     return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    from harness.core.errors import UserError
+    from harness.reporting.endpoints import from_experiment_file
+    ap = argparse.ArgumentParser(prog="python -m harness.reporting.findings",
+                                 description="Rewrite a results folder's findings.md from its comparisons.csv, "
+                                             "primary endpoints first (declared in its experiment file).")
+    ap.add_argument("folder", type=Path, help="results/<experiment> (with comparisons.csv and findings.md)")
+    ap.add_argument("--experiment", default=None, help="the conf/experiment name (default: the folder's name)")
+    args = ap.parse_args(argv)
+    try:
+        print(rewrite_findings(args.folder, from_experiment_file(args.experiment or args.folder.name)))
+    except (UserError, FileNotFoundError) as e:
+        print(f"esbench: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -194,6 +194,44 @@ def paired_bootstrap(d, seed: int = 0, level: float = 0.95, n_boot: int = N_BOOT
     return Boot(float(d.mean()), float(low), float(high), p, int(means.size), err, far == 0)
 
 
+def crossed_means(d: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of d (rows x columns: seeds x prompts, or directions x prompts) under `resamples` crossed
+    resamples: rows and columns each drawn with replacement, independently (multinomial weights)."""
+    nr, nc = d.shape
+    wr = rng.multinomial(nr, np.full(nr, 1 / nr), size=resamples)  # times each row is drawn
+    wc = rng.multinomial(nc, np.full(nc, 1 / nc), size=resamples)
+    return np.einsum("bi,ij,bj->b", wr, d, wc) / (nr * nc)
+
+
+def crossed_bootstrap(d, seed: int = 0, level: float = 0.95, n_boot: int = N_BOOT, target: float = MC_TARGET,
+                      max_boot: int = MAX_BOOT) -> Boot:
+    """Percentile bootstrap of the mean of d (seeds x prompts: per-seed, per-prompt differences A - B),
+    seeds and prompts resampled independently: both are samples, of training randomness and of the task.
+    A prompt-only bootstrap of seed-averaged columns ignores the seeds' spread; a seed-only t-interval
+    ignores the prompts'. Resamples double and p inverts the interval as in paired_bootstrap."""
+    d = np.asarray(d, dtype=float)
+    if d.ndim != 2 or d.size == 0:
+        return Boot(math.nan, math.nan, math.nan, math.nan, 0, math.nan, False)
+    rng = np.random.default_rng(seed)
+    alpha = (1 - level) / 2
+    chunks, drawn, want = [], 0, n_boot
+    while True:
+        while drawn < want:
+            size = min(_CHUNK, want - drawn)
+            chunks.append(crossed_means(d, size, rng))
+            drawn += size
+        means = np.concatenate(chunks)
+        err = _mc_error(means, alpha)
+        if err < target or want >= max_boot:
+            break
+        want *= 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    below, above, ties = int((means < 0).sum()), int((means > 0).sum()), int((means == 0).sum())
+    far = min(below, above) + ties / 2
+    p = min(1.0, 2 * (far + 1) / (means.size + 1))
+    return Boot(float(d.mean()), float(low), float(high), p, int(means.size), err, far == 0)
+
+
 # ----------------------------------------------------------------------------- multiplicity
 
 

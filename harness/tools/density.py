@@ -51,7 +51,7 @@ from harness.core import paths
 from harness.core.atomic import save_figure_atomic, write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
 from harness.core.policy import Policy, generate
-from harness.reporting.stats import wilson
+from harness.reporting.stats import crossed_means, wilson
 from methods.es_core import noise_spec, perturb, restore
 
 CONF = paths.CONF_DIR
@@ -164,10 +164,7 @@ def crossed_bootstrap(d: np.ndarray, resamples: int, rng: np.random.Generator) -
     Both are samples: the directions from ES's noise, the prompts from the task. Resampling directions alone
     would treat the batch as the whole task: losing the same 2 prompts in every direction would look certain.
     """
-    nd, npr = d.shape
-    wd = rng.multinomial(nd, np.full(nd, 1 / nd), size=resamples)  # times each direction is drawn
-    wp = rng.multinomial(npr, np.full(npr, 1 / npr), size=resamples)
-    means = np.einsum("bi,ij,bj->b", wd, d, wp) / (nd * npr)
+    means = crossed_means(d, resamples, rng)  # harness/reporting/stats.py: comparisons use it across seeds
     lo, hi = np.quantile(means, [0.025, 0.975])
     return float(lo), float(hi)
 
