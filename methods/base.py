@@ -10,7 +10,16 @@ them, and tests/test_defaults.py fails when the two disagree.
 Methods are data as well as code. Every method class declares
     name        the method's name in records and tables ("es", "grpo", ...)
     label_keys  the hyperparameters a table label shows, e.g. ("sigma", "alpha")
+    label_flags settings the label names when they differ from their default, e.g. {"fitness": "real"}
     trains      False only for `base` (nothing to train, nothing to charge)
+    facts       a MethodFacts (harness/core/method_facts.py): its family, what one update is, its step cap,
+                the completions a step scores, its memory model, whether it trains in the driver and whether
+                it runs distributed. The budget check, the planner, the runner, the comparisons and the
+                analysis read these and nothing else about a method, so a method defined outside this
+                folder (a module on sys.path, a YAML through Hydra's searchpath) gets an updates budget, a
+                price and its comparisons without an edit in harness/ (tests/test_toy_method.py).
+and, through ConfiguredMethod, `config_class` (its hyperparameters' dataclass, whose defaults the planner
+reads without building the method) and `weights_in_driver` (facts.trains_in_driver for its config).
 
 `train(policy, task, ledger, run_dir)` trains `policy.model` in place on `task.load("train")` and
 returns a summary dict (at least "steps", "resumed_from", "flops", "samples", "wall_s"). It calls
@@ -30,15 +39,25 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from harness.core.budget import Ledger
+from harness.core.method_facts import REFERENCE, MethodFacts
 from harness.core.policy import Policy
 from tasks.base import Task
 
+__all__ = ["MethodFacts", "Method", "ConfiguredMethod", "Base"]
+
 
 class Method(Protocol):
+    """What the harness reads of a method: every member it uses is declared here (none is probed)."""
+
     name: ClassVar[str]
     label_keys: ClassVar[tuple[str, ...]]
     label_flags: ClassVar[dict[str, object]]  # setting -> default: the label names it when it differs
     trains: ClassVar[bool]
+    facts: ClassVar[MethodFacts]
+    config_class: ClassVar[type | None]  # its hyperparameters' dataclass (None: it takes none)
+
+    @property
+    def weights_in_driver(self) -> bool: ...  # facts.trains_in_driver for this method's config
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict: ...
 
@@ -67,6 +86,8 @@ class ConfiguredMethod:
     label_flags: ClassVar[dict[str, object]] = {}  # setting -> default; named in the label when it differs
     trains: ClassVar[bool] = True
     config_class: ClassVar[type | None] = None
+    facts: ClassVar[MethodFacts]  # every method declares its own (checked when the class is defined)
+    distributed: ClassVar[bool] = False  # facts.distributed
 
     def __init__(self, **hparams):
         self.config = make_config(self.config_class, hparams, self.name) if self.config_class else None
@@ -77,6 +98,15 @@ class ConfiguredMethod:
         super().__init_subclass__(**kwargs)
         if cls.config_class is not None:
             cls.__signature__ = inspect.signature(cls.config_class)
+        if not isinstance(getattr(cls, "facts", None), MethodFacts):
+            raise TypeError(f"method class {cls.__module__}.{cls.__qualname__} declares no facts; add "
+                            "facts = MethodFacts(family=..., update_unit=..., ...) (harness/core/method_facts.py)")
+        cls.distributed = cls.facts.distributed  # read as GRPO.distributed too; declared once, in the facts
+
+    @property
+    def weights_in_driver(self) -> bool:
+        """False when the method trains on engine workers and the driver's model is stale until the end."""
+        return self.facts.in_driver(self.config)
 
     def label(self) -> str:
         """The table label: the name and the label_keys' values, e.g. "es sigma=0.001 alpha=0.0005"."""
@@ -95,6 +125,7 @@ class Base(ConfiguredMethod):
     name = "base"
     label_keys = ()
     trains = False
+    facts = MethodFacts(family=REFERENCE, update_unit="none (it does not train)")
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         return {"steps": 0, "resumed_from": 0, "flops": 0.0, "samples": 0, "wall_s": 0.0}

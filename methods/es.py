@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import statistics
 import time
@@ -56,8 +57,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from harness.core import gpu_memory as gm
 from harness.core.atomic import write_text_atomic
 from harness.core.budget import Ledger, StepStats
+from harness.core.memory_parts import GB, gpus_needed, kv_cache_bytes
+from harness.core.method_facts import ES as ES_FAMILY, MethodFacts
 from harness.engines import plain_engine
 from harness.core.flops import generation_flops
 from harness.core.policy import Policy
@@ -66,16 +70,18 @@ from methods.es_core import (CKPT, FITNESS, LOOSE, NORMALIZE, SEEDINGS, VARIANT_
                              es_update, members, noise, noise_seed, noise_spec, normalize, perturb, placebo, restore,
                              update_terms, wants_population, zscore)
 from methods.es_numerics import NUMERICS
-from methods.es_lora import adapter_tensors, wrap_lora
+from methods.es_lora import adapter_resident, adapter_tensors, wrap_lora
 from methods.es_workers import WorkerError, blocks, start_workers
 from tasks.base import Task
+
+PAPER_POPULATION = 30  # the paper's N: ESConfig's default and the reference of a population sweep (ES.facts)
 
 
 @dataclass
 class ESConfig:
     """ES hyperparameters; the defaults are the paper's fixed set."""
 
-    population: int = field(default=30, metadata={"help": "members N per iteration"})
+    population: int = field(default=PAPER_POPULATION, metadata={"help": "members N per iteration"})
     sigma: float = field(default=1e-3, metadata={"help": "noise scale: members are theta + sigma * eps"})
     alpha: float = field(default=5e-4, metadata={"help": "step size; 1/sigma is folded into it"})
     alpha_per_sigma: float | None = field(default=None, metadata={
@@ -196,6 +202,35 @@ class ESConfig:
                                f"engine={self.engine_name}; set method.numerics_record=false or use engine=hf")
 
 
+def es_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: float, headroom: float,
+              **_) -> tuple[dict[str, float], int, str | None]:
+    """ES's bytes per part on one GPU (ES.facts.memory; harness/runner/pricing.py's module docstring);
+    `c`: ESConfig's settings as the planner reads them (harness/core/method_facts.py configure).
+
+    engine=hf: weights + the fp32 master, its noise buffer and the update's temporaries (largest tensor),
+    + KV cache at generation_batch_size sequences, all on one GPU (no sharding). engine=vllm: per GPU, what
+    the code requests (harness/core/gpu_memory.py es_vllm_plan); GPUs = engine.workers / engine.engines_per_gpu.
+    """
+    b, counts = gm.dtype_bytes(dtype), gm.model_counts(shape)
+    if engine.get("name") == "vllm":
+        plan = gm.es_vllm_plan(shape, dtype, int(gpu_gb * GB), engine,  # the driver's copy waits on the CPU
+                               wanted_sequences=int(c.generation_batch_size), wanted_tokens=tokens)
+        engines = max(1, math.ceil(int(engine.get("workers", 1) or 1) / int(engine.get("engines_per_gpu", 1) or 1)))
+        return ({k: float(v) for k, v in plan.parts().items()}, engines if plan.fits else 0,
+                plan.warning() if plan.fits else plan.error())
+    if c.peft == "lora":  # ES on the adapters' tensors only (engine=hf)
+        es = adapter_resident(shape, {**VARIANT_DEFAULTS["lora"], **dict(c.lora or {})}, b)
+    else:
+        es = gm.es_hf_resident(counts, b, str(c.numerics))
+    mem = {"weights": float(b * counts.params), **{k: float(v) for k, v in es.items()},
+           "kv_cache": kv_cache_bytes(shape, int(c.generation_batch_size), tokens, b)}
+    if sum(mem.values()) > headroom * gpu_gb * GB:
+        return mem, 0, (f"method=es engine=hf keeps the model, its fp32 master and the KV cache on one GPU: "
+                        f"{sum(mem.values()) / GB:.1f} GB > {headroom:.0%} of {gpu_gb:.0f} GB; lower "
+                        "method.generation_batch_size, or use engine=vllm")
+    return mem, gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+
+
 # ---- the method: the one ES loop ----
 class ES(ConfiguredMethod):
     """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra).
@@ -215,11 +250,17 @@ class ES(ConfiguredMethod):
     label_flags = {"fitness": "real"}  # "es sigma=... alpha=... fitness=placebo"; real ES's label is unchanged
     trains = True
     config_class = ESConfig
-
-    @property
-    def weights_in_driver(self) -> bool:
-        """False when members are scored on engine workers: the driver's model is stale until the end."""
-        return not wants_population(self.config.engine, self.config.workers, self.config.use_ray)
+    facts = MethodFacts(
+        family=ES_FAMILY,
+        update_unit="one ES iteration (its update is skipped, and logged, when every member ties)",
+        step_cap="max_iterations",
+        reference_label=r"(?s)ES|(?i:es full).*",  # "ES" or "ES full ...": the full-ES cell when none is named
+        reference_points={"population": PAPER_POPULATION},
+        samples_per_step=lambda c: c.population * c.prompts_per_iteration,
+        scoring_forwards=lambda c: 0,
+        memory=es_memory,
+        # False when members are scored on engine workers: the driver's model is stale until the end
+        trains_in_driver=lambda c: not wants_population(c.engine, c.workers, c.use_ray))
 
     @property
     def use_ray(self) -> bool:

@@ -42,6 +42,7 @@ from safetensors.torch import load_file, save_file
 
 from harness.core.atomic import write_text_atomic
 from harness.core.budget import KINDS, BudgetError, Ledger, split_problem
+from harness.core.method_facts import COMPOSITE, MethodFacts, configure, facts_of
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
 from tasks.base import Task
@@ -110,6 +111,15 @@ def deferred_close(ledger: Ledger):
         del ledger.close  # the class's close again
 
 
+def stage_samples(c: SequentialConfig) -> float:
+    """Completions one update scores: each stage's (its own facts) weighted by its share of the budget."""
+    def samples(spec) -> float:
+        target = str(spec["_target_"])
+        return float(facts_of(target).samples_per_step(configure(target, spec)))
+    first, second = (samples(c.stages[n]) for n in c.order)
+    return c.split * first + (1 - c.split) * second
+
+
 class Sequential(ConfiguredMethod):
     """Stage 1 on split x budget, then stage 2 on the rest (see the module docstring)."""
 
@@ -117,6 +127,12 @@ class Sequential(ConfiguredMethod):
     label_keys = ("split",)
     trains = True
     config_class = SequentialConfig
+    facts = MethodFacts(
+        family=COMPOSITE,
+        update_unit="its stages' updates, counted on one ledger",
+        stages=("order", "stages"),  # each of config.stages[name] for name in config.order is checked in turn
+        split_unit="split_by",
+        samples_per_step=stage_samples)
 
     def __init__(self, **hparams):
         super().__init__(**hparams)

@@ -211,13 +211,13 @@ def test_a_budget_the_step_cap_cannot_spend_warns_in_one_line(compose, caplog):
     task = SimpleNamespace(max_new_tokens=16)
     with caplog.at_level(logging.WARNING, logger="esbench"):
         for method in ("es", "grpo", "ppo"):
-            warn_unreachable_budget(compose(f"method={method}"), method, task)
+            warn_unreachable_budget(compose(f"method={method}"), task)
         for r in list_runs(compose("experiment=quickstart")):
             child = compose("experiment=quickstart", *r.overrides)
-            warn_unreachable_budget(child, child.method._target_.rsplit(".", 1)[1].lower(), task)
+            warn_unreachable_budget(child, task)
         assert not caplog.records, [r.getMessage() for r in caplog.records]
-        warn_unreachable_budget(compose("method=es", "budget.flops=1e30"), "es", task)
-        warn_unreachable_budget(compose("method=grpo", "budget=paper_samples", "budget.samples=1e12"), "grpo", task)
+        warn_unreachable_budget(compose("method=es", "budget.flops=1e30"), task)
+        warn_unreachable_budget(compose("method=grpo", "budget=paper_samples", "budget.samples=1e12"), task)
     es, grpo = (r.getMessage() for r in caplog.records)
     assert es.startswith("budget.flops=1e+30 cannot be spent: method.max_iterations=500 steps buy at most ")
     assert "budget.samples=1e+12 cannot be spent: method.max_steps=1000000 steps buy at most 6.4e+07 samples" in grpo

@@ -114,8 +114,8 @@ def test_evaluation_only_tasks_run_with_base(compose, tmp_path, task):
     assert rec.metrics["test"]["greedy_acc"]["n"] == 4 and rec.entropy == []
 
 
-class _Training:
-    name, trains = "toy", True
+class _Training:  # the members of methods/base.py's Method protocol that track_entropy reads
+    name, trains, weights_in_driver = "toy", True, True
 
 
 class _NoValidation:

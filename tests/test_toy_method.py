@@ -1,19 +1,26 @@
-"""Adding a method touches one module and one YAML: a toy method (random search over one scalar, the
-scale of the final norm) lives in a temporary package outside the repo and runs through an
-experiment end to end, with no edit to the harness.
+"""A method defined outside the repository gets full support from one module and one YAML, from what it
+declares (methods/base.py's protocol, harness/core/method_facts.py's MethodFacts), with no line of harness/
+edited: it runs through an experiment under a FLOPs budget (random search over one scalar, a plain class
+that spells out the protocol), and under an updates budget, priced by `+plan=true` and compared with ES in
+findings.md (REINFORCE with a mean baseline, family "rl", a ConfiguredMethod: the comparisons set ES against
+it as against GRPO and PPO). Modules on PYTHONPATH, YAMLs in a folder passed with --config-dir.
 
-    python -m pytest tests/test_toy_method.py -q -m slow
+    python -m pytest tests/test_toy_method.py -q            # its facts, its budget check and its price
+    python -m pytest tests/test_toy_method.py -q -m slow    # the two experiments end to end
 """
+import csv
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness.core.budget import method_problem
+from harness.core.method_facts import RL, declared, facts_of
+from harness.core.paths import ROOT
 
 METHOD = '''
 import math
@@ -21,6 +28,7 @@ import random
 import statistics
 
 from harness.core.flops import generation_flops
+from harness.core.method_facts import MethodFacts
 from harness.core.policy import generate
 
 
@@ -32,6 +40,9 @@ class RandomScalar:
     label_keys = ("step_size",)
     label_flags = {}
     trains = True
+    config_class = None
+    facts = MethodFacts(family="random search", update_unit="one proposal, kept or not")
+    weights_in_driver = True
 
     def __init__(self, step_size: float = 0.1, prompts: int = 8, seed: int = 0):
         self.step_size, self.prompts, self.seed = step_size, prompts, seed
@@ -104,3 +115,178 @@ def test_a_method_from_outside_the_repo_runs_through_an_experiment(tmp_path):
     table = (tmp_path / "outputs" / "toy" / "table.md").read_text()
     assert "| zoo-100k | random scalar step_size=0.2 | 1/1 |" in table
     assert (tmp_path / "outputs" / "toy" / "curves.png").stat().st_size > 1000
+
+
+MODULE = '''
+"""REINFORCE with a mean baseline: a method that lives outside the esbench repository."""
+from dataclasses import dataclass
+
+import torch
+
+from harness.core.flops import completion_train_flops, generation_flops
+from harness.core.memory_parts import gpus_needed, kv_cache_bytes, trainer_states
+from harness.core.method_facts import RL, MethodFacts
+from harness.core.policy import generate
+from methods.base import ConfiguredMethod
+
+
+@dataclass
+class ReinforceConfig:
+    prompts_per_step: int = 2
+    samples_per_prompt: int = 2
+    learning_rate: float = 1e-3
+    max_steps: int = 100
+    seed: int = 0
+
+
+def memory(c, shape, tokens, *, gpu_gb, headroom, **_):
+    sequences = c.prompts_per_step * c.samples_per_prompt
+    mem = {**trainer_states(shape), "kv_cache": kv_cache_bytes(shape, sequences, tokens)}
+    return mem, gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+
+
+class Reinforce(ConfiguredMethod):
+    name = "reinforce"
+    label_keys = ("learning_rate",)
+    config_class = ReinforceConfig
+    facts = MethodFacts(family=RL, update_unit="one SGD step", step_cap="max_steps",
+                        samples_per_step=lambda c: c.prompts_per_step * c.samples_per_prompt,
+                        scoring_forwards=lambda c: 3, memory=memory)
+
+    def train(self, policy, task, ledger, run_dir):
+        c, model, tok = self.config, policy.model, policy.tokenizer
+        rows = task.load("train").to_dict()
+        opt = torch.optim.SGD(model.parameters(), lr=c.learning_rate)
+        ledger.start_clock()
+        step = 0
+        while step < c.max_steps and not ledger.exhausted:
+            idx = [(step * c.prompts_per_step + i) % len(rows["prompt"]) for i in range(c.prompts_per_step)]
+            prompts = [rows["prompt"][i] for i in idx]
+            gen = generate(policy, prompts, n=c.samples_per_prompt, greedy=False, seed=c.seed + step,
+                           max_new_tokens=task.max_new_tokens)
+            texts = [t for group in gen.texts for t in group]
+            columns = {k: [v[i] for i in idx for _ in range(c.samples_per_prompt)] for k, v in rows.items()}
+            rewards = torch.tensor(task.reward(texts, **columns), dtype=torch.float32)
+            advantages = rewards - rewards.mean()
+            ids = [x for group in gen.completion_ids for x in group]
+            model.train()
+            opt.zero_grad()
+            for prompt, completion, a in zip(columns["prompt"], ids, advantages.tolist()):
+                if completion and a:
+                    head = tok(policy.format(prompt), add_special_tokens=False)["input_ids"]
+                    x = torch.tensor([head + completion], device=model.device)
+                    logp = torch.log_softmax(model(x).logits[0, len(head) - 1:-1].float(), -1)
+                    target = torch.tensor(completion, device=model.device)[:, None]
+                    (-a * logp.gather(1, target).sum() / len(ids)).backward()
+            opt.step()
+            model.eval()
+            prompt_tokens = [n for n in gen.prompt_tokens for _ in range(c.samples_per_prompt)]
+            completion_tokens = [n for group in gen.completion_tokens for n in group]
+            flops = (generation_flops(model.config, prompt_tokens, completion_tokens)
+                     + completion_train_flops(model.config, prompt_tokens, completion_tokens))
+            step += 1
+            ledger.step(flops, len(texts), float(rewards.mean()), float(rewards.std(unbiased=False)))
+        ledger.close()
+        return {"steps": step, "resumed_from": 0, "flops": ledger.flops, "samples": ledger.samples,
+                "wall_s": ledger.wall_s}
+'''
+
+METHOD_YAML = """\
+_target_: toy_reinforce.Reinforce
+prompts_per_step: 2
+samples_per_prompt: 2
+learning_rate: 1.0e-3
+max_steps: 100
+seed: ${seed}
+"""
+
+EXPERIMENT_YAML = """\
+# @package _global_
+defaults:
+  - override /task: countdown
+  - override /budget: updates
+budget: {updates: 2}
+group: toy
+models: [zoo-100k]
+eval: {n_prompts: 8, n_samples: 2, pass_ks: [1, 2], maj_ks: [2], n_boot: 200, maj_subsets: 10}
+cells:
+  - {label: base, overrides: [method=base], seeded: false}
+  - {label: ES, overrides: [method=es, method.population=4, method.prompts_per_iteration=4]}
+  - {label: REINFORCE, overrides: [method=reinforce]}
+"""
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The toy's module (on sys.path and PYTHONPATH) and a config folder with its method YAML and experiment."""
+    code, conf = tmp_path / "plugin", tmp_path / "conf"
+    code.mkdir()
+    (code / "toy_reinforce.py").write_text(textwrap.dedent(MODULE))
+    (conf / "method").mkdir(parents=True)
+    (conf / "experiment").mkdir()
+    (conf / "method" / "reinforce.yaml").write_text(METHOD_YAML)
+    (conf / "experiment" / "toy.yaml").write_text(EXPERIMENT_YAML)
+    monkeypatch.syspath_prepend(str(code))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), str(ROOT)]), "HF_HUB_OFFLINE": "1"}
+    return code, conf, env
+
+
+def harness(env, *args, timeout=900):
+    r = subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return r.stdout + r.stderr
+
+
+def test_its_facts_are_read_from_its_source_and_when_imported(plugin):
+    light, full = declared("toy_reinforce.Reinforce"), facts_of("toy_reinforce.Reinforce")
+    assert light.family == full.family == RL and light.update_unit == full.update_unit == "one SGD step"
+    assert light.memory is None and callable(full.memory)      # the light read keeps to the data fields
+    toy = OmegaConf.create({"_target_": "toy_reinforce.Reinforce"})
+    assert method_problem("updates", toy) is None
+    nothing = OmegaConf.create({"_target_": "toy_missing.Nothing"})
+    assert method_problem("updates", nothing).startswith("budget.kind=updates: toy_missing.Nothing has no known")
+
+
+def test_the_plan_prices_it_from_its_own_facts(plugin):
+    _, conf, env = plugin
+    out = harness(env, "--config-dir", str(conf), "experiment=toy", "+plan=true", timeout=300)
+    row = next(line for line in out.splitlines() if " REINFORCE " in line)
+    # 2 updates x 4 completions priced, and its own memory model: trainer states and its KV cache
+    assert "adamw=" in row and "kv_cache=" in row and float(row.split()[3]) > 0, out
+    assert "reinforce   1 runs" in out, out
+
+
+@pytest.mark.slow
+def test_it_runs_under_an_updates_budget_and_is_compared_with_es(plugin, tmp_path):
+    _, conf, env = plugin
+    harness(env, "--config-dir", str(conf), "experiment=toy", f"runs_dir={tmp_path / 'runs'}",
+            f"results_dir={tmp_path / 'out'}", "stamp=t")
+    records = {json.loads(p.read_text())["label"]: json.loads(p.read_text())
+               for p in (tmp_path / "runs").rglob("record.json")}
+    toy = records["REINFORCE"]
+    assert toy["status"] == "ok" and toy["budget"]["kind"] == "updates" and toy["budget"]["steps"] == 2
+    assert toy["train"]["steps"] == 2 and toy["budget"]["flops_used"] > 0
+    rows = list(csv.DictReader((tmp_path / "out" / "toy" / "comparisons.csv").open()))
+    kinds = {(r["kind"], r["comparison"]) for r in rows}
+    assert ("ES vs RL", "ES vs REINFORCE") in kinds and ("trained vs base", "REINFORCE vs base") in kinds, kinds
+    assert "ES vs REINFORCE" in (tmp_path / "out" / "toy" / "findings.md").read_text()
+
+
+def test_every_shipped_method_declares_facts_readable_before_torch(monkeypatch):
+    """The config check and a report from a runs.csv read facts from source: for every conf/method option the
+    light read (no import) gives exactly the data fields the imported class declares."""
+    import harness.core.method_facts as mf
+
+    targets = mf.targets_by_name()
+    assert set(targets) >= {"base", "es", "grpo", "ppo", "sequential"}
+    imported = {name: mf._data_only(mf.facts_of(t)) for name, t in targets.items()}
+    mf.declared.cache_clear()
+
+    def no_import(target):
+        raise AssertionError(f"declared({target}) imported its module")
+    monkeypatch.setattr(mf, "facts_of", no_import)
+    try:
+        assert {name: mf.declared(t) for name, t in targets.items()} == imported
+    finally:
+        mf.declared.cache_clear()

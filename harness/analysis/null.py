@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from harness.analysis.groups import GROUPS, group_of
+from harness.core.method_facts import ES, config_defaults, declared, targets_by_name
 
 MATCH = "matches the random-walk null: this measures the update rule, not learning"
 NOT_RW = "no null: not a random-walk update"
@@ -81,19 +82,27 @@ class Walk:
 
 
 def walk_of(method: str, mconf: dict, train: dict, steps: list) -> tuple[Walk | None, str]:
-    """(the run's Walk, "") or (None, why there is no null) from its method, config, summary, step log."""
-    if method != "es":
+    """(the run's Walk, "") or (None, why there is no null) from its method (its name in the record), config,
+    summary, step log. Only a method of the es family (its declared facts: ES's update rule) has one; a
+    setting the record's config lacks takes the method's own default (its config dataclass)."""
+    target = str(mconf.get("_target_") or targets_by_name().get(method) or "")
+    facts = declared(target) if target else None
+    if facts is None or facts.family != ES:
         return None, NOT_RW
-    if mconf.get("peft"):
+    defaults = config_defaults(target)
+
+    def setting(key):
+        return mconf.get(key, defaults.get(key))
+    if setting("peft"):
         return None, "no null: a merged LoRA update is not a per-coordinate random walk"
-    norm, anti = mconf.get("normalize", "zscore"), bool(mconf.get("antithetic"))
+    norm, anti = setting("normalize"), bool(setting("antithetic"))
     alpha, n = (train or {}).get("alpha") or mconf.get("alpha"), mconf.get("population")
     if not alpha or not n:
         return None, "no null: alpha or population not recorded"
     if norm == "centered_ranks" or (norm == "none" and anti) or norm not in ("zscore", "none"):
         return None, NO_NORM
     applied = [s for s in steps if not (s.get("extras") or {}).get("skipped")]
-    notes = ["low-rank noise: (b), (c) approximate"] if mconf.get("noise_rank") else []
+    notes = ["low-rank noise: (b), (c) approximate"] if setting("noise_rank") else []
     if norm == "none":
         if not applied or any(s.get("reward_std") is None or s.get("reward_mean") is None for s in applied):
             return None, "no null: normalize=none needs the step log's reward mean and std"

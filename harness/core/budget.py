@@ -3,7 +3,7 @@
 `budget.kind` is "flops" (default: compute counted from the tokens really processed, see
 harness/core/flops.py), "samples" (the ES paper's protocol: number of completions scored) or
 "updates" (NOTE-076's protocol: a number of updates, one per ledger step: an ES iteration, a GRPO
-optimizer step, a PPO update; UPDATE_UNITS). Whatever the kind, the ledger records FLOPs and
+optimizer step, a PPO update; each method's facts.update_unit). Whatever the kind, the ledger records FLOPs and
 samples, so the tables show what each method spent under an updates budget too.
 A method asks `ledger.exhausted` at each step boundary and stops at the first boundary at or
 past the limit, so every run overshoots by at most one step (an updates budget: none); the
@@ -29,21 +29,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.core.errors import UserError
-
-
+from harness.core.method_facts import declared
 
 KINDS = ("flops", "samples", "updates")
-
-# What one update is, per method that can count them (by _target_): every method charges the ledger
-# once per step, so an updates budget counts ledger steps, and a method whose step is not one update
-# (a plugin the harness does not know) is refused rather than counted in some other unit.
-UPDATE_UNITS = {
-    "methods.es.ES": "one ES iteration (its update is skipped, and logged, when every member ties)",
-    "methods.grpo.GRPO": "one optimizer step",
-    "methods.ppo.PPO": "one PPO update: a rollout batch and its num_ppo_epochs x num_mini_batches optimizer steps",
-    "methods.sequential.Sequential": "its stages' updates, counted on one ledger",
-    "methods.base.Base": "none (it does not train)",
-}
+# What one update is, each method says (MethodFacts.update_unit, harness/core/method_facts.py): every method
+# charges the ledger once per step, so an updates budget counts ledger steps, and a method that declares no
+# update unit (its step is not one update, or it declares no facts) is refused rather than counted in some
+# other unit.
 
 
 class BudgetError(UserError, ValueError):
@@ -53,23 +45,26 @@ class BudgetError(UserError, ValueError):
 def method_problem(kind: str, method) -> str | None:
     """One line when `method` (a config mapping with _target_) cannot run under budget.kind=`kind`, else None.
 
-    Sequential is checked through its stages and its split unit (split_problem).
+    Read from the method's declared facts before torch loads (method_facts.declared). A composite (facts.stages,
+    e.g. sequential) is checked through its split unit (split_problem) and each of its stages in turn.
     """
     target = str(method.get("_target_") or "")
-    if target == "methods.sequential.Sequential":
-        line = split_problem(method.get("split_by"), kind)
+    facts = declared(target) if target else None
+    if facts is not None and facts.stages:
+        line = split_problem(method.get(facts.split_unit), kind) if facts.split_unit else None
         if line:
             return line
-        stages = method.get("stages") or {}
-        for name in method.get("order") or []:
+        order_key, stages_key = facts.stages
+        stages = method.get(stages_key) or {}
+        for name in method.get(order_key) or []:
             stage = stages.get(name)
             line = method_problem(kind, stage) if hasattr(stage, "get") else None
             if line:
-                return f"method.stages.{name}: {line}"
+                return f"method.{stages_key}.{name}: {line}"
         return None
-    if kind == "updates" and target not in UPDATE_UNITS:
-        return (f"budget.kind=updates: {target or 'this method'} has no known update count "
-                f"(budget.kind=updates runs with {', '.join(t.rsplit('.', 1)[1] for t in UPDATE_UNITS)}); "
+    if kind == "updates" and (facts is None or facts.update_unit is None):
+        why = "declares no update unit (facts.update_unit)" if facts else "declares no facts (methods/base.py)"
+        return (f"budget.kind=updates: {target or 'this method'} has no known update count (it {why}); "
                 "use budget.kind=flops or budget.kind=samples")
     return None
 

@@ -5,14 +5,19 @@ so the rows compared are the main table's rows, RL grids already reduced to thei
 validation. Per model, these comparisons (A vs B, difference = A - B) on the test split:
 
 - trained vs base: every successful trained row vs the model's untrained row (trains=False);
-- ES vs RL: the ES row vs each RL grid's chosen row, or, when the model has no RL grid, vs each GRPO/PPO
-  row (columns compared without selection, as in Table 2). The ES row is the full-ES reference below when
-  the model has one, else every row of method `es` (e.g. each sigma of a sweep);
-- variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of method `es` that the
-  experiment names with `es_reference: <cell label>`, else the one labelled exactly "ES" or starting
-  with "ES full"; every other trained fixed cell of the model without axes
-  (ES variants, GRPO-then-ES, ...) is compared to it. No such label: no variant comparisons;
-- population: rows of one cell with a `population` axis, each N vs N=30.
+- ES vs RL: the ES row vs each RL grid's chosen row, or, when the model has no RL grid, vs each row of an
+  RL method (GRPO, PPO: columns compared without selection, as in Table 2). The ES row is the full-ES
+  reference below when the model has one, else every row of an ES method (e.g. each sigma of a sweep);
+- variant vs full ES: the full-ES reference is the fixed cell (no grid, no axes) of an ES method that the
+  experiment names with `es_reference: <cell label>`, else the one whose label the method's
+  facts.reference_label matches (ES: exactly "ES", or starting with "ES full"); every other trained fixed
+  cell of the model without axes (ES variants, GRPO-then-ES, ...) is compared to it. No such cell: no
+  variant comparisons;
+- reference points: rows of one cell with an axis over a setting the method names in facts.reference_points,
+  each vs the row at that value (ES: population N vs N=30).
+A row's method is known by its family (MethodFacts.family, harness/core/method_facts.py: es, rl, reference,
+composite), read from the method's declared facts through its `_target_` (records), or through its name
+and the conf/method options (a runs.csv); no method name or label is matched here.
 
 Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have; and the experiment's
 `summary_metrics`, e.g. mean_reward and kl_to_base) gets (the tests: harness/reporting/stats.py):
@@ -52,6 +57,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -60,11 +66,13 @@ import pandas as pd
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
+from harness.core.method_facts import ES, RL, MethodFacts, declared_by_name
 from harness.core.records import Manifest, Record
 from harness.evaluation.metrics import per_prompt_values
 from harness.reporting import stats
 from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
-from harness.reporting.findings import (BOOTSTRAP, DETECTED, MCNEMAR, NOMINAL, NOT_DETECTED, STUDENT,
+from harness.reporting.endpoints import from_manifest
+from harness.reporting.findings import (BOOTSTRAP, CROSSED, DETECTED, MCNEMAR, NOMINAL, NOT_DETECTED, STUDENT,
                                         comparisons_markdown, counts, findings_markdown, fmt)
 from harness.reporting.format import is_percent, isnan
 from harness.reporting.placebo import placebo_pairs
@@ -73,7 +81,6 @@ from harness.reporting.update_claims import with_claims
 N_BOOT = stats.N_BOOT
 SEED = 0
 PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
-RL_METHODS = ("grpo", "ppo")
 ZERO_AT_BASE = ("kl_to_base",)   # measured against the base: the base's own value is 0 by definition
 PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
 DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
@@ -142,10 +149,41 @@ def _name(row: pd.Series) -> str:
     return str(row["label"])
 
 
-def _is_es_reference(row: pd.Series, named: str | None = None) -> bool:
-    label = str(row["label"])
-    return (row.get("method") == "es" and not isinstance(row.get("grid"), str) and not row.get("point")
-            and (label == named if named else (label == "ES" or label.lower().startswith("es full"))))
+def _facts(row: pd.Series, targets: dict[str, str] | None) -> MethodFacts | None:
+    """The declared facts of a row's method (by its name: `targets` from the records, else conf/method)."""
+    name = row.get("method")
+    return declared_by_name(name, targets) if isinstance(name, str) else None
+
+
+def _family(row: pd.Series, targets: dict[str, str] | None) -> str | None:
+    facts = _facts(row, targets)
+    return facts.family if facts else None
+
+
+def _is_es_reference(row: pd.Series, named: str | None = None, targets: dict[str, str] | None = None) -> bool:
+    label, facts = str(row["label"]), _facts(row, targets)
+    if facts is None or facts.family != ES or isinstance(row.get("grid"), str) or row.get("point"):
+        return False
+    if named:
+        return label == named
+    return bool(facts.reference_label) and re.fullmatch(facts.reference_label, label) is not None
+
+
+def _reference_pairs(cell_rows: list[pd.Series], targets: dict[str, str] | None) -> list[tuple[str, pd.Series, pd.Series]]:
+    """Rows of one cell over an axis the method names in facts.reference_points, each vs the row at that value."""
+    def points(row) -> dict:
+        facts = _facts(row, targets)
+        return dict(facts.reference_points or {}) if facts else {}
+    pts = [(k.split(".")[-1], v, r, points(r)) for r in cell_rows if isinstance(r.get("point"), dict)
+           for k, v in r["point"].items()]
+    pts = [(s, v, r, p[s]) for s, v, r, p in pts if s in p]
+    out = []
+    for setting in dict.fromkeys(s for s, *_ in pts):
+        value = next(at for s, _, _, at in pts if s == setting)
+        ref = next((r for s, v, r, _ in pts if s == setting and v == value), None)
+        if ref is not None:
+            out += [(f"{setting} N vs N={value}", r, ref) for s, v, r, _ in pts if s == setting and r is not ref]
+    return out
 
 
 def paired_metrics(present: list[str], summary: list[str]) -> list[str]:
@@ -155,12 +193,13 @@ def paired_metrics(present: list[str], summary: list[str]) -> list[str]:
     return out + [m for m in summary if m in present and m not in out]
 
 
-def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifest | None = None
-          ) -> list[tuple[str, pd.Series, pd.Series]]:
+def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifest | None = None,
+          targets: dict[str, str] | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
     """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only;
     `es_reference`: the full-ES cell's label when the experiment names it; `manifest`: the cells' overrides,
-    which pair each placebo with its ES twin (reporting/placebo.py). A placebo is compared with base and
-    with its twin only: it is ES's null, not another ES to set against RL or the full-ES reference."""
+    which pair each placebo with its ES twin (reporting/placebo.py); `targets`: {method name: _target_}
+    from the records (else the conf/method options say). A placebo is compared with base and with its twin
+    only: it is ES's null, not another ES to set against RL or the full-ES reference."""
     placebo = placebo_pairs(main, manifest)
     placebo_cells = {(b["model"], b["cell"]) for _, _, b in placebo}
     out = []
@@ -172,22 +211,18 @@ def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifes
         trained = [r for r in rows if bool(r.get("trains", True)) and (model, r["cell"]) not in placebo_cells]
         if base is not None:
             out += [("trained vs base", r, base) for r in trained + nulls]
-        ref = next((r for r in trained if _is_es_reference(r, es_reference)), None)
+        ref = next((r for r in trained if _is_es_reference(r, es_reference, targets)), None)
         rl = [r for r in trained if isinstance(r.get("grid"), str)]
         if not rl:  # RL as plain columns, no grid (Table 2: one GRPO run per beta, no selection): each is a side
-            rl = [r for r in trained if r.get("method") in RL_METHODS and not isinstance(r.get("grid"), str)]
-        es = [ref] if ref is not None else [r for r in trained if r.get("method") == "es"
+            rl = [r for r in trained if _family(r, targets) == RL and not isinstance(r.get("grid"), str)]
+        es = [ref] if ref is not None else [r for r in trained if _family(r, targets) == ES
                                             and not isinstance(r.get("grid"), str)]
         out += [("ES vs RL", e, g) for e in es for g in rl]
         if ref is not None:
             out += [("variant vs full ES", r, ref) for r in trained if r is not ref and all(r is not g for g in rl)
                     and not isinstance(r.get("grid"), str) and not r.get("point")]
         for cell in dict.fromkeys(r["cell"] for r in trained):
-            pop = [(v, r) for r in trained if r["cell"] == cell and isinstance(r.get("point"), dict)
-                   for k, v in r["point"].items() if k.split(".")[-1] == "population"]
-            ref30 = next((r for v, r in pop if v == 30), None)
-            if ref30 is not None:
-                out += [("population N vs N=30", r, ref30) for v, r in pop if r is not ref30]
+            out += _reference_pairs([r for r in trained if r["cell"] == cell], targets)
     return out + placebo
 
 
@@ -284,7 +319,36 @@ def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, b
     rows = [_by_prompt(base, ma, mb, b_is_base, seeds, note, n_boot, seed)]
     if len(diffs) >= 2 and not (metric in ZERO_AT_BASE and b_is_base and rows[0]["pairing"] == "none"):
         rows.append(_by_seed(base, diffs, len(ma), "per-seed differences of run means"))
+        d = _seed_matrix(a, b, b_once=b_is_base)
+        if rows[0]["pairing"] != "none" and d is not None and float(np.ptp(d)) > 0:
+            rows.insert(0, _crossed(base, d, n_boot, seed))  # the primary row; the one-way rows follow
     return rows
+
+
+def _seed_matrix(a: list, b: list, b_once: bool) -> np.ndarray | None:
+    """Seeds x prompts differences A - B (seeds matched; `b_once`: B's single run partners every seed);
+    None with fewer than two seeds."""
+    def by_seed(side):
+        seeds: dict = {}
+        for s, _, v in side:
+            seeds.setdefault(s, []).append(np.asarray(v, dtype=float))
+        return {s: np.mean(vs, axis=0) for s, vs in seeds.items()}
+    sa, sb = by_seed(a), by_seed(b)
+    if b_once and len(sb) == 1:
+        only = next(iter(sb.values()))
+        rows = [v - only for v in sa.values()]
+    else:
+        rows = [sa[s] - sb[s] for s in sa if s in sb]
+    return np.array(rows) if len(rows) >= 2 else None
+
+
+def _crossed(base: dict, d: np.ndarray, n_boot: int, seed: int) -> dict:
+    """The row paired by seed and prompt: a crossed bootstrap (both sources of variance resampled)."""
+    r = stats.crossed_bootstrap(d, seed, n_boot=n_boot)
+    few = f"; {d.shape[0]} seeds: few to resample, the interval is rough" if d.shape[0] <= 3 else ""
+    return {**base, "difference": r.mean, "ci_low": r.low, "ci_high": r.high, "n_seeds": d.shape[0],
+            "n_prompts": d.shape[1], "pairing": CROSSED, "result": "", "p_value": r.p, "n_boot": r.n_boot,
+            "mc_error": r.mc_error, "note": "seeds and prompts resampled independently" + few}
 
 
 def _by_seed(base: dict, diffs: list[float], n_prompts, note: str) -> dict:
@@ -296,6 +360,8 @@ def _by_seed(base: dict, diffs: list[float], n_prompts, note: str) -> dict:
         return {**base, "difference": d, "ci_low": math.nan, "ci_high": math.nan, "n_seeds": len(diffs),
                 "n_prompts": n_prompts, "pairing": "none", "note": note, "p_value": math.nan,
                 "result": DEGENERATE.format(n=len(diffs), d=each)}
+    if len(diffs) <= 3:  # a t-interval over 2-3 values is all assumption
+        note += f"; {len(diffs)} seeds: the interval leans on normality"
     return {**base, "difference": d, "ci_low": lo, "ci_high": hi, "n_seeds": len(diffs), "n_prompts": n_prompts,
             "pairing": STUDENT, "result": "", "note": note, "p_value": stats.t_test(diffs)}
 
@@ -309,8 +375,10 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
     by_path = {r.path: r for r in agg["records"] if r.path}
     man = agg.get("manifest")
     named = getattr(man, "es_reference", None)
+    targets = {r.method: str((r.config or {}).get("method", {}).get("_target_")) for r in agg["records"]
+               if r.method and (r.config or {}).get("method", {}).get("_target_")}
     metrics = paired_metrics(metric_names(runs), getattr(man, "summary_metrics", None) or [])
-    rows = [row for kind, a, b in pairs(main, named, man) for m in metrics
+    rows = [row for kind, a, b in pairs(main, named, man, targets) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
     return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
@@ -329,8 +397,9 @@ def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
         return list(FILES)
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
+    decl = from_manifest(agg.get("manifest"))  # primary endpoints first, exploratory arms apart
     write_text_atomic(out_dir / "findings.md",
-                      with_claims(findings_markdown(df, title, not_updated(agg.get("main"))), out_dir))
+                      with_claims(findings_markdown(df, title, not_updated(agg.get("main")), decl), out_dir))
     return list(FILES)
 
 
