@@ -11,9 +11,8 @@ device both engines see the same perturbed weights.
 from __future__ import annotations
 
 import torch
-from safetensors.torch import save_file
 
-from harness.engines.vllm_worker import WorkerExtension, read_tensors
+from harness.engines.vllm_worker import WorkerExtension, read_tensors, save_streaming
 from methods.es_core import NoiseSpec, es_update, master_checksum, noise
 
 EXTENSION = "methods.es_vllm.ESWorkerExtension"
@@ -40,7 +39,9 @@ class ESWorkerExtension(WorkerExtension):
         return [str(device), str(next(self._engine_model().parameters()).dtype)]
 
     def es_save(self, path: str) -> None:
-        save_file({n: m.detach().cpu().contiguous() for n, m in zip(self.es_names, self.es_master)}, path)
+        """The master as one safetensors file, copied to the host one tensor at a time (save_file would hold
+        all of it on the host: 30 GB at 7B against a Slurm job's mem_gb: 64)."""
+        save_streaming(zip(self.es_names, self.es_master), path)
 
     def es_set_noise(self, indices: list[int] | None, rank: int | None, seeding: str = "iid") -> None:
         """The ES variant's NoiseSpec: tensors perturbed/updated, the noise rank and the tensors' seeding."""

@@ -9,14 +9,22 @@ master, so only seeds and scalars cross processes, never weights.
 - In process (`engine.workers=1`, no Ray): the HF engine on the driver's own policy (its weights are
   the driver's, updated in place), or a vLLM engine built from the policy.
 - Ray (`engine.workers>1` or `method.use_ray=true`): K actors, one engine each; one GPU per actor on a GPU
-  node (or 1/engines_per_gpu of one), one CPU each on CPU. `ray_address=null` starts a local Ray
+  run (or 1/engines_per_gpu of one), one CPU each on CPU. `ray_address=null` starts a local Ray
   instance; an address ("auto", "host:6379") joins a cluster. A dead actor becomes a WorkerError
-  naming it and how to resume.
+  naming it and how to resume. Members are handed out one at a time to whichever actor is free
+  (ray.wait), so 30 members on 8 workers never wait for a fixed block of 4; results come back in
+  member order. Engines that share one GPU start one at a time (engine_start_lock). Closing the pool
+  shuts every actor's engine down before the actor is killed.
+- GPU or not is the run's device (the driver policy's `device`), never where the driver's HF copy sits:
+  that copy waits on the CPU while the workers hold the weights (harness/core/policy.py driver_place).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import statistics
+import tempfile
 import time
 
 import torch
@@ -34,10 +42,12 @@ class WorkerError(EngineError):
 
 
 def policy_spec(policy: Policy) -> dict:
-    """What a worker needs to rebuild the policy in its own process."""
+    """What a worker needs to rebuild the policy in its own process: `device` is the run's (GPU actors or
+    not), `weights_device` where the driver's own HF copy sits (it shares the first GPU when "cuda")."""
+    weights = policy.model.device.type
     return {"name_or_path": policy.name, "dtype": str(policy.model.dtype).removeprefix("torch."),
             "chat_template": policy.chat_template, "system_prompt": policy.system_prompt,
-            "device": policy.model.device.type}
+            "device": (policy.device or weights).split(":")[0], "weights_device": weights}
 
 
 def policy_shell(spec: dict) -> Policy:
@@ -63,14 +73,37 @@ def engine_memory(engine: str, policy: Policy, spec: dict | None = None) -> tupl
     VLLMEngine; harness/core/gpu_memory.py es_vllm_plan prices the same parts): the worker's fp32 master,
     its two buffers and the update's temporaries (methods/es_vllm.py), and, in an actor (`spec`), the
     driver's HF copy when the driver holds it on the GPU (it shares the first one; every engine is sized
-    for that GPU). In process, shared None: the engine counts the policy's own weights where they are."""
+    for that GPU; on the CPU, as harness/runner/run.py places it for ES on engines, it takes nothing there).
+    In process, shared None: the engine counts the policy's own weights where they are."""
     if engine != "vllm":
         return None, None
     from harness.core.gpu_memory import driver_copy, es_vllm_resident, model_counts
     resident = es_vllm_resident(model_counts(policy.model.config))
     if spec is None:
         return resident, None
-    return resident, driver_copy(policy.model.config, spec["dtype"]) if spec["device"] == "cuda" else {}
+    return resident, driver_copy(policy.model.config, spec["dtype"]) if spec.get("weights_device") == "cuda" else {}
+
+
+@contextlib.contextmanager
+def engine_start_lock(cfg, gpus: str | None = None):
+    """Held while a vLLM engine that shares its GPU with others (engine.engines_per_gpu > 1) starts, so they
+    start one at a time; a no-op otherwise. Each engine sizes its KV cache from device-wide free memory measured
+    before and after its profile run (vllm/utils/mem_utils.py memory_profiling) and asserts that free memory did
+    not grow meanwhile (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory), so an engine starting
+    beside another that is loading or profiling either mis-sizes its cache or fails that assertion. The lock is
+    an flock on a file named after the GPUs Ray assigned the actor (CUDA_VISIBLE_DEVICES, `gpus`): engines on
+    different GPUs still start together, and the kernel drops it if the actor dies."""
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES") if gpus is None else gpus
+    if cfg.name != "vllm" or cfg.engines_per_gpu <= 1 or not gpus or not torch.cuda.is_available():
+        yield None
+        return
+    path = os.path.join(tempfile.gettempdir(), f"esbench-vllm-start-gpu{gpus.replace(',', '-')}.lock")
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield path
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class ESWorker:
@@ -99,7 +132,8 @@ class ESWorker:
                                   "cuda" if torch.cuda.is_available() else "cpu")
                       if cfg.name == "hf" else policy_shell(spec))
         resident, shared = engine_memory(cfg.name, policy, spec)
-        self.engine = make_engine(policy, cfg, extension=EXTENSION, resident=resident, shared=shared)
+        with engine_start_lock(cfg):
+            self.engine = make_engine(policy, cfg, extension=EXTENSION, resident=resident, shared=shared)
         self.weights = weights_for(self.engine, named, **(numerics or {}))
         self.task = task
         self.rows = task.load("train").to_dict()
@@ -180,7 +214,7 @@ class RayWorkers:
                  numerics: dict | None = None):
         import ray
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        gpu = torch.cuda.is_available() and spec["device"] != "cpu"
+        gpu = torch.cuda.is_available() and spec["device"] == "cuda"  # the run's device, not the driver copy's
         per_gpu = engine_cfg.get("engines_per_gpu", 1) if engine_cfg.get("name") == "vllm" else 1
         if not ray.is_initialized():
             if address:
@@ -191,7 +225,9 @@ class RayWorkers:
             have = ray.cluster_resources().get("GPU", 0)
             if k > have * per_gpu:
                 raise EngineError(f"engine.workers={k} needs {k / per_gpu:g} GPUs (engine.engines_per_gpu={per_gpu}) "
-                                  f"but the Ray cluster has {have:g}; lower engine.workers or add nodes")
+                                  f"but the Ray cluster has {have:g}; lower engine.workers or give the run more GPUs "
+                                  "(a Slurm job of launcher=submitit_slurm gets hydra.launcher.gpus_per_node, "
+                                  "engine.workers by default) or nodes (docs/gpus.md)")
         env = {"OMP_NUM_THREADS": str(threads), "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}
         for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "VLLM_CPU_OMP_THREADS_BIND",
                     "VLLM_ENABLE_V1_MULTIPROCESSING"):
@@ -203,11 +239,11 @@ class RayWorkers:
         self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads, None, numerics) for r in range(k)]
         self.info = self._get([w.ready.remote() for w in self.workers], "starting")
 
-    def _get(self, refs, what: str):
+    def _get(self, refs, what: str, ranks: list[int] | None = None):
         try:
             return self.ray.get(refs)
         except self.ray.exceptions.RayActorError as e:
-            dead = next((r for r, ref in enumerate(refs) if _failed(self.ray, ref)), "?")
+            dead = next(((ranks or range(len(refs)))[r] for r, ref in enumerate(refs) if _failed(self.ray, ref)), "?")
             raise WorkerError(f"ES worker {dead} died while {what} ({type(e).__name__}: {_last_line(e)}); the run stops here. "
                               "Rerun with the same run_dir to resume from the last ES checkpoint") from None
         except self.ray.exceptions.RayTaskError as e:
@@ -215,10 +251,43 @@ class RayWorkers:
                               "rerun with the same run_dir to resume from the last ES checkpoint") from e
 
     def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
+        if method == "score":
+            return self._score(per_worker_args, what or method)
         refs = [getattr(w, method).remote(*a) for w, a in zip(self.workers, per_worker_args)]
         return self._get(refs, what or method)
 
+    def _score(self, blocks_args: list[tuple], what: str) -> list[list[dict]]:
+        """ESWorker.score's blocks (member_seeds, idx, sigma, batch_size, signs), one member per task, each sent
+        to whichever worker is free (ray.wait: the authors' own scheduling), returned in the blocks' shape and
+        member order. A member's score does not depend on the worker: every worker holds the same master."""
+        jobs = [(b, j, ([seed], idx, sigma, batch, None if signs is None else [signs[j]]))
+                for b, (seeds, idx, sigma, batch, signs) in enumerate(blocks_args) for j, seed in enumerate(seeds)]
+        out = [[None] * len(a[0]) for a in blocks_args]
+        free, pending = list(range(len(self.workers))), {}
+        jobs.reverse()  # pop() from the end: members go out in order
+        while jobs or pending:
+            while jobs and free:
+                w = free.pop(0)
+                b, j, args = jobs.pop()
+                pending[self.workers[w].score.remote(*args)] = (w, b, j)
+            done, _ = self.ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                w, b, j = pending.pop(ref)
+                out[b][j] = self._get([ref], what, [w])[0][0]
+                free.append(w)
+        return out
+
     def close(self):
+        """Shut every actor's engine down (ESWorker.close: vLLM's EngineCore process and its GPU memory), then
+        kill the actors; an actor that is already dead or does not answer within a minute is killed as is."""
+        closing = []
+        for w in self.workers:
+            try:
+                closing.append(w.close.remote())
+            except Exception:
+                pass
+        if closing:
+            self.ray.wait(closing, num_returns=len(closing), timeout=60)
         for w in self.workers:
             try:
                 self.ray.kill(w)

@@ -63,6 +63,14 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
   and on a GPU its memory share is computed beside the trainer (`memory_plan`, harness/core/gpu_memory.py
   grpo_vllm_plan: weights, gradients, AdamW, reference, estimated activations), not a fixed fraction; a
   configuration that cannot fit fails before TRL starts vLLM, in one line with the bytes.
+- Precision: the policy trains in fp32 (the weights are its master: AdamW's steps at lr 1e-6 are far below
+  half a bf16 ulp of most weights, and with bf16 weights most would round away), computing under autocast in
+  the model's dtype on a GPU, as TRL itself loads models (fp32 by default); the reference and vLLM stay in
+  the model's dtype, and the trained model is cast back to it for evaluation (`trained_dtype` in the summary).
+  LoRA trains fp32 adapters on the frozen base in the model's dtype.
+- Micro-batches: each device trains on its share of the step in micro-batches of at most
+  `micro_batch_size` sequences (null: what fits 8 GiB of estimated activations), gradients accumulated,
+  so memory is bounded whatever the group size; same update, same FLOPs (`micro_batches`).
 - Gradient checkpointing, when enabled, recomputes forwards that are not charged (the cost model
   counts a training step as 3 x forward).
 - Llama-style tokenizers add BOS when TRL tokenises an already chat-formatted prompt, so such
@@ -83,10 +91,13 @@ from trl import GRPOConfig, GRPOTrainer
 
 from harness.core.budget import Ledger
 from harness.engines import plain_engine, trl_vllm_kwargs
-from harness.core.distributed import (DistributedError, barrier, check_fsdp, gather_lists, is_main_process,
-                                 trained_model, using_fsdp, world_size)
+from harness.core.distributed import (DistributedError, barrier, check_fsdp, check_gpus_fit, gather_lists,
+                                      is_main_process, trained_model, using_fsdp, world_size)
 from harness.core.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
                            scoring_flops)
+from harness.core import memory_parts
+from harness.core.method_facts import RL, MethodFacts
+from harness.core.gpu_memory import dtype_bytes, grpo_micro_batch
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod
 from methods.lora import LoraSettings, adapter_forward_flops, adapter_parameters, check_peft, lora_config, trained_parameters
@@ -119,6 +130,9 @@ class GRPOMethodConfig:
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the probability ratio."})
     gradient_accumulation_steps: int = field(default=1, metadata={
         "help": "Split each step's batch into this many micro-batches (memory only: same update, same FLOPs)."})
+    micro_batch_size: int | None = field(default=None, metadata={
+        "help": "Most sequences per forward/backward on one device (memory only: more micro-batches, same update, "
+                "same FLOPs); null: as many as fit 8 GiB of estimated activations (harness/core/gpu_memory.py)."})
     gradient_checkpointing: bool = field(default=False, metadata={
         "help": "Recompute activations to save memory (large models on GPU); the recomputation is not charged."})
     max_steps: int = field(default=1_000_000, metadata={
@@ -146,6 +160,9 @@ class GRPOMethodConfig:
         for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"method.micro_batch_size={self.micro_batch_size} must be >= 1, or null to size it "
+                             "from the estimated activations")
         if (self.prompts_per_step * self.num_generations) % self.gradient_accumulation_steps:
             raise ValueError(f"method.gradient_accumulation_steps={self.gradient_accumulation_steps} must divide "
                              f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations}")
@@ -272,14 +289,76 @@ def _warn_double_bos(tok, formatted_prompt: str) -> None:
                     "training prompts carry two BOS tokens (counted in the FLOPs)")
 
 
+def micro_batches(c: GRPOMethodConfig, shape, world: int, prompt_tokens: int, completion_tokens: int,
+                  activation_dtype_bytes: int) -> tuple[int, int]:
+    """(sequences per forward/backward on one rank, gradient accumulation steps) for one optimizer step.
+
+    Each rank trains on its prompts_per_step x num_generations / world sequences in gradient_accumulation_steps
+    x k equal micro-batches, k the smallest that brings a micro-batch to at most method.micro_batch_size
+    sequences, or (null) to at most harness/core/gpu_memory.py MICRO_BATCH_ACTIVATIONS of estimated activations
+    at the longest prompt + the completion length (TRL pads every micro-batch to its longest). The update is the
+    same (gradients accumulate over the micro-batches of one optimizer step), and so are the FLOPs charged;
+    TRL's steps_per_generation follows gradient_accumulation_steps, so the generation batch is unchanged.
+    """
+    gas = int(c.gradient_accumulation_steps)
+    per_rank = max(gas, int(c.prompts_per_step) * int(c.num_generations) // world)
+    micro = grpo_micro_batch(shape, per_rank // gas, prompt_tokens + completion_tokens, completion_tokens,
+                             activation_dtype_bytes, bool(c.gradient_checkpointing), c.micro_batch_size)
+    return micro, per_rank // micro
+
+
+def grpo_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: float,
+                headroom: float, prompt_tokens: int, **_) -> tuple[dict[str, float], int, str | None]:
+    """GRPO's bytes per part on one GPU (GRPO.facts.memory; harness/runner/pricing.py's module docstring).
+
+    engine=hf: the trainer's states (memory_parts.trainer_states: a reference when beta > 0) + KV cache at
+    prompts_per_step x num_generations, on the smallest FSDP count that fits. engine=vllm: the trainer beside
+    its colocated engine (gpu_memory.grpo_vllm_plan, what GRPO.memory_plan requests), the smallest GPU count
+    (FSDP beyond one) whose plan fits; LoRA is never sharded (check_fsdp), so one GPU or none.
+    `c`: GRPOMethodConfig's settings as the planner reads them (harness/core/method_facts.py configure).
+    """
+    lora, beta = check_peft(c.peft, c.lora), float(c.beta)
+    batch = int(c.prompts_per_step) * int(c.num_generations)
+    if engine.get("name") != "vllm":
+        mem = memory_parts.trainer_states(shape, lora, reference=beta > 0)
+        mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, batch, tokens, 2)
+        return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+    from harness.core.gpu_memory import grpo_vllm_plan
+    lora_params = memory_parts.lora_param_count(shape, lora.r, lora.target_modules) if lora else 0
+    first = None
+    for n in range(1, 65):
+        if batch % (int(c.gradient_accumulation_steps) * n):
+            continue  # the step's batch does not split over n ranks: _trl_args refuses that launch
+        micro, steps = micro_batches(c, shape, n, prompt_tokens, tokens - prompt_tokens,
+                                     memory_parts.gm.dtype_bytes(dtype))  # what _trl_args gives TRL on n ranks
+        plan = grpo_vllm_plan(shape, dtype, int(gpu_gb * memory_parts.GB), engine,
+                              sequences=micro, steps_per_generation=steps,
+                              prompt_tokens=prompt_tokens, completion_tokens=tokens - prompt_tokens, beta=beta,
+                              lora_params=lora_params, checkpointing=bool(c.gradient_checkpointing),
+                              fsdp_shards=n if n > 1 else 0)
+        first = first or plan
+        if plan.fits:
+            return {k: float(v) for k, v in plan.parts().items()}, n, plan.warning()
+        if lora_params:
+            break
+    return {k: float(v) for k, v in first.parts().items()}, 0, first.error()
+
+
 class GRPO(ConfiguredMethod):
     """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
 
     name = "grpo"
     label_keys = ("beta", "learning_rate")
     trains = True
-    distributed = True  # runs under accelerate launch / torchrun (data parallel through TRL)
     config_class = GRPOMethodConfig
+    facts = MethodFacts(
+        family=RL,
+        update_unit="one optimizer step",
+        step_cap="max_steps",
+        distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+        samples_per_step=lambda c: c.prompts_per_step * c.num_generations,
+        scoring_forwards=lambda c: 3 * c.num_iterations + 2,  # update 3 x mu + reference + old log-probs
+        memory=grpo_memory)
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         """Train `policy.model` in place with GRPO until `ledger` is spent; return a summary."""
@@ -296,9 +375,14 @@ class GRPO(ConfiguredMethod):
         reward = recorder.wrap(task.reward, name=task.name)
         lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
         # vLLM's context: the longest prompt as TRL tokenises it (TRL 1.12 truncates no prompt) + the completion
-        longest = max(len(ids) for ids in tok(text=prompts)["input_ids"]) if self._on_vllm else 0
+        # (and the padded length of a training micro-batch: micro_batches)
+        longest = max(len(ids) for ids in tok(text=prompts)["input_ids"])
         args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens, longest,
                               lora_params)
+        if model.device.type == "cuda" and not self._on_vllm:  # engine=vllm: memory_plan refused it already
+            self._check_gpus(model.config, str(model.dtype).removeprefix("torch."),
+                             torch.cuda.get_device_properties(model.device).total_memory, longest,
+                             cfg.max_completion_length or task.max_new_tokens)
         # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
         old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
         # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
@@ -328,6 +412,9 @@ class GRPO(ConfiguredMethod):
                 tok.save_pretrained(init_dir)
             barrier()  # the other ranks load it once rank 0 has written it
             model.config.name_or_path = str(init_dir)
+        model_dtype = model.dtype
+        if not cfg.peft:  # after init_model was written in the model's dtype (the reference and vLLM load it)
+            model.float()  # see _trl_args: fp32 weights (the master), bf16 autocast; LoRA's frozen base stays
         try:
             with tensorboard_dir(run_dir):
                 trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
@@ -345,15 +432,27 @@ class GRPO(ConfiguredMethod):
         ledger.close()
 
         trained = trained_model(trainer.accelerator, trainer.model)  # whole on rank 0, also under FSDP
-        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
-        policy.model = trained.merge_and_unload() if cfg.peft else trained
+        trained_dtype = str(next(trained.parameters()).dtype).removeprefix("torch.")
+        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture;
+        # evaluation runs in the model's dtype, as ES's fp32 master is cast into its working weights
+        policy.model = (trained.merge_and_unload() if cfg.peft else trained).to(model_dtype)
+        policy.model.config.dtype = model_dtype  # TRL's checkpoint saves wrote the fp32 master's dtype there
         policy.model.eval()
         tok.padding_side = "left"  # Policy.generate relies on it
         rewards = [s.reward_mean for s in ledger.history if s.samples and s.reward_mean is not None]
         return {"steps": trainer.state.global_step, "resumed_from": resumed_from, "flops": ledger.flops,
                 "samples": ledger.samples, "wall_s": ledger.wall_s, "parameters": parameters, "peft": cfg.peft,
-                "world_size": world_size(),
+                "world_size": world_size(), "trained_dtype": trained_dtype,
                 "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
+
+    def _check_gpus(self, shape, dtype: str, gpu_bytes: int, longest_prompt: int, completion: int) -> None:
+        """Refuse in one line a launch smaller than the planner says this run needs (harness/core/distributed.py
+        check_gpus_fit: e.g. a 7B model in one process, as a Slurm job of the submitit launcher starts it)."""
+        parts, gpus, note = grpo_memory(self.config, shape, longest_prompt + completion, dtype=dtype,
+                                        engine=self.config.engine or {"name": "hf"}, gpu_gb=gpu_bytes / 1e9,
+                                        headroom=0.9, prompt_tokens=longest_prompt)
+        check_gpus_fit(f"method=grpo on {getattr(shape, 'name_or_path', '') or 'this model'}", parts, gpus, note,
+                       gpu_bytes)
 
     @property
     def _on_vllm(self) -> bool:
@@ -363,13 +462,13 @@ class GRPO(ConfiguredMethod):
                     max_completion_length: int, lora_params: int = 0):
         """The colocated vLLM engine's share of one GPU beside this trainer (harness/core/gpu_memory.py
         grpo_vllm_plan, the function the planner prices GRPO on engine=vllm with): the per-device
-        micro-batch, TRL's steps_per_generation (= gradient_accumulation_steps, GRPOConfig's default),
-        FSDP shards when launched with conf/accelerate/fsdp.yaml."""
+        micro-batch and TRL's steps_per_generation (= the gradient accumulation steps, GRPOConfig's default)
+        of micro_batches, FSDP shards when launched with conf/accelerate/fsdp.yaml."""
         from harness.core.gpu_memory import grpo_vllm_plan
         cfg = self.config
-        per_device = cfg.prompts_per_step * cfg.num_generations // (cfg.gradient_accumulation_steps * world_size())
-        return grpo_vllm_plan(shape, dtype, total, cfg.engine, sequences=per_device,
-                              steps_per_generation=cfg.gradient_accumulation_steps, prompt_tokens=longest_prompt,
+        micro, gas = micro_batches(cfg, shape, world_size(), longest_prompt, max_completion_length, dtype_bytes(dtype))
+        return grpo_vllm_plan(shape, dtype, total, cfg.engine, sequences=micro,
+                              steps_per_generation=gas, prompt_tokens=longest_prompt,
                               completion_tokens=max_completion_length, beta=cfg.beta, lora_params=lora_params,
                               checkpointing=cfg.gradient_checkpointing,
                               fsdp_shards=world_size() if using_fsdp() else 0)
@@ -386,10 +485,17 @@ class GRPO(ConfiguredMethod):
         # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
         checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
                          else "gradient_checkpointing")
-        # The reference model is loaded in the policy's dtype (TRL's default is float32; TRL warns, wrongly,
+        # The reference model is loaded in the model's dtype (TRL's default is float32; TRL warns, wrongly,
         # that model_init_kwargs is ignored when the model is already built: it is used for the reference).
+        # Called before train() upcasts the policy, so `dtype` is the model's own (model.dtype in the config).
         dtype = str(policy.model.dtype).removeprefix("torch.")
         ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta and dtype != "float32" else {}
+        # fp32 compute on the CPU (the policy is upcast, no autocast), the model's dtype under autocast on a GPU
+        micro, gas = micro_batches(cfg, policy.model.config, world_size(), longest_prompt, max_completion_length,
+                                   4 if on_cpu else dtype_bytes(dtype))
+        if gas != cfg.gradient_accumulation_steps:
+            log.info("GRPO: %d sequences per device per step in %d micro-batches of %d (method.micro_batch_size=%s)",
+                     batch // world_size(), gas, micro, cfg.micro_batch_size)
         vllm = {}
         if self._on_vllm:  # the engine's context and, on a GPU, its share beside this trainer
             from harness.engines import device_memory
@@ -405,11 +511,15 @@ class GRPO(ConfiguredMethod):
             # save_strategy "no": LedgerCallback asks for each checkpoint (every checkpoint_every ledger steps)
             output_dir=str(run_dir / "trl"), report_to=report_to(ledger), save_strategy="no", logging_steps=1,
             disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,
-            # TRL defaults both to True even on CPU, where bf16 autocast is slow and checkpointing useless.
-            bf16=not on_cpu, **{checkpointing: cfg.gradient_checkpointing},
+            # The policy trains in fp32 (train() upcasts it: AdamW's steps at lr 1e-6 are far below half a bf16
+            # ulp of most weights and would round away) under autocast in the model's dtype on a GPU, as TRL does
+            # when it loads a model itself (trl/trainer/grpo_trainer.py GRPOTrainer.__init__: float32 unless
+            # model_init_kwargs say otherwise; bf16 autocast by GRPOConfig's default). TRL defaults autocast on
+            # even on CPU, where bf16 autocast is slow (and checkpointing useless): off there.
+            bf16=not on_cpu and dtype == "bfloat16", fp16=not on_cpu and dtype == "float16",
+            **{checkpointing: cfg.gradient_checkpointing},
             learning_rate=cfg.learning_rate, lr_scheduler_type="constant", max_steps=cfg.max_steps,
-            per_device_train_batch_size=batch // (cfg.gradient_accumulation_steps * world_size()),
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps,  # steps_per_generation follows it
+            per_device_train_batch_size=micro, gradient_accumulation_steps=gas,  # steps_per_generation follows it
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
             num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **ref_kwargs,

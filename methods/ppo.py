@@ -57,10 +57,12 @@ from trl.experimental.ppo import PPOConfig, PPOTrainer
 from trl.experimental.utils import create_reference_model
 
 from harness.core.budget import Ledger
-from harness.core.distributed import (DistributedError, check_fsdp, gather_lists, is_main_process, rank, trained_model,
-                                 world_size)
+from harness.core.distributed import (DistributedError, check_fsdp, check_gpus_fit, gather_lists, is_main_process,
+                                      rank, trained_model, world_size)
 from harness.core.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
+from harness.core import memory_parts
+from harness.core.method_facts import RL, MethodFacts
 from harness.core.policy import Policy
 from harness.core.atomic import write_text_atomic
 from harness.core.rng import rng_state, set_rng_state
@@ -299,6 +301,17 @@ def make_value_model(policy_model: PreTrainedModel) -> PreTrainedModel:
     return value
 
 
+def autocast_forward(model: nn.Module, device_type: str, dtype: torch.dtype) -> None:
+    """Run `model`'s forward under torch.autocast(device_type, dtype) with fp32 outputs, as accelerate wraps a
+    prepared model's forward under mixed precision (accelerate/accelerator.py Accelerator.prepare_model:
+    convert_outputs_to_fp32(autocast(forward))). TRL's PPO samples rollouts with the unwrapped policy
+    (trl/experimental/ppo/ppo_trainer.py PPOTrainer.train: batch_generation(unwrapped_model.policy, ...)), so
+    without this the fp32 policy would decode in fp32 (half the speed of a memory-bound decode) and its rollout
+    log-probs would not be computed the way the training passes recompute them."""
+    from accelerate.utils import convert_outputs_to_fp32
+    model.forward = convert_outputs_to_fp32(torch.autocast(device_type=device_type, dtype=dtype)(model.forward))
+
+
 class _UpdateCost:
     """The cost of the update that just ended, from the sequences the reward model scored in it."""
 
@@ -355,6 +368,18 @@ class _PromptStream:
             b += 1
 
 
+def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, **_
+               ) -> tuple[dict[str, float], int, str | None]:
+    """PPO's bytes per part on one GPU (PPO.facts.memory): the trainer's states with a bf16 reference
+    (memory_parts.trainer_states), a value model at 16 bytes/param (no vocab head, a 1-output head) and
+    the KV cache at rollout_batch_size sequences, on the smallest FSDP count that fits. `c`: PPOMethodConfig's
+    settings as the planner reads them (harness/core/method_facts.py configure)."""
+    mem = memory_parts.trainer_states(shape, check_peft(c.peft, c.lora), reference=True)
+    mem["value_model"] = 16.0 * (memory_parts.gm.model_counts(shape).params - head_params(shape) + shape.hidden_size)
+    mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, int(c.rollout_batch_size), tokens, 2)
+    return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+
+
 # ---- the method ----
 class PPO(ConfiguredMethod):
     """PPO via TRL's PPOTrainer; hyperparameters in PPOMethodConfig (built by Hydra)."""
@@ -362,8 +387,15 @@ class PPO(ConfiguredMethod):
     name = "ppo"
     label_keys = ("kl_coef", "learning_rate")
     trains = True
-    distributed = True  # runs under accelerate launch / torchrun (data parallel through TRL)
     config_class = PPOMethodConfig
+    facts = MethodFacts(
+        family=RL,
+        update_unit="one PPO update: a rollout batch and its num_ppo_epochs x num_mini_batches optimizer steps",
+        step_cap="max_updates",
+        distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+        samples_per_step=lambda c: c.prompts_per_step,
+        scoring_forwards=lambda c: 3 + 6 * c.num_ppo_epochs,  # reference, value, 3 each for policy and value per epoch
+        memory=ppo_memory)
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         c, run_dir = self.config, Path(run_dir)
@@ -385,6 +417,9 @@ class PPO(ConfiguredMethod):
         peft_config = lora_config(c.lora, model) if c.peft else None
         lora_params = adapter_parameters(model, c.lora) if c.peft else 0
         self._check_fits(model.config, prompt_ids, ledger, lora_params)
+        if model.device.type == "cuda":
+            self._check_gpus(model.config, torch.cuda.get_device_properties(model.device).total_memory,
+                             max(map(len, prompt_ids)) + (c.response_length or task.max_new_tokens))
         reward_model = TaskRewardModel(task, tok, rows, prompt_ids)
         callback = LedgerCallback(ledger, _UpdateCost(reward_model, model.config, lora_params), trl_metrics,
                                   checkpoint_every=c.checkpoint_every, raise_when_spent=True)
@@ -394,11 +429,21 @@ class PPO(ConfiguredMethod):
         if done >= c.max_updates:
             raise ValueError(f"{checkpoint} already holds method.max_updates={c.max_updates} updates; "
                              "raise max_updates or use a fresh run_dir")
+        # Precision: the policy and the value model train in fp32 (an fp32 master: AdamW's steps at lr 1e-6 are
+        # far below half a bf16 ulp of most weights and would round away), computing under autocast in the model's
+        # dtype on a GPU; the reference stays in the model's dtype. LoRA trains fp32 adapters on the frozen base.
+        model_dtype, on_cpu = model.dtype, model.device.type == "cpu"
+        ref_model = None if c.peft else create_reference_model(model)  # a frozen copy, before the upcast
+        if not c.peft:
+            model.float()
+        autocast = None if on_cpu else {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(model_dtype)
+        if autocast:  # TRL samples rollouts with the unwrapped policy, outside accelerate's autocast
+            autocast_forward(model, model.device.type, model_dtype)
         with tensorboard_dir(run_dir):
             trainer = PPOTrainer(
                 args=self._trl_config(ledger, run_dir, c.response_length or task.max_new_tokens, done,
-                                      on_cpu=model.device.type == "cpu"),
-                processing_class=tok, model=model, ref_model=None if c.peft else create_reference_model(model),
+                                      on_cpu=on_cpu, autocast=autocast),
+                processing_class=tok, model=model, ref_model=ref_model,
                 reward_model=reward_model, value_model=make_value_model(model), train_dataset=dataset,
                 data_collator=DataCollatorWithPadding(tok), callbacks=[callback], peft_config=peft_config)
         wrapper = trainer.accelerator.unwrap_model(trainer.model)
@@ -419,15 +464,19 @@ class PPO(ConfiguredMethod):
             pass
         ledger.close()
         trained = trained_model(trainer.accelerator, trainer.model, part="policy")  # whole on rank 0, also under FSDP
-        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture
-        policy.model = (trained.merge_and_unload() if c.peft else trained).eval()
+        trained_dtype = str(next(trained.parameters()).dtype).removeprefix("torch.")
+        if "forward" in vars(trained):
+            del trained.forward  # the class's own forward again (autocast_forward set an instance attribute)
+        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture;
+        # evaluation runs in the model's dtype, as ES's fp32 master is cast into its working weights
+        policy.model = (trained.merge_and_unload() if c.peft else trained).to(model_dtype).eval()
         return {"steps": ledger.steps, "resumed_from": done, "flops": ledger.flops, "samples": ledger.samples,
-                "parameters": parameters, "peft": c.peft, "world_size": world_size(),
+                "parameters": parameters, "peft": c.peft, "world_size": world_size(), "trained_dtype": trained_dtype,
                 "wall_s": ledger.wall_s, "last_reward_mean": ledger.history[-1].reward_mean if ledger.history else None,
                 "config": asdict(c)}
 
     def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int,
-                    on_cpu: bool = False) -> PPOConfig:
+                    on_cpu: bool = False, autocast: str | None = None) -> PPOConfig:
         c = self.config
         local = c.prompts_per_step // world_size()  # TRL: local batch = per_device x gradient_accumulation_steps
         micro = c.train_micro_batch or local
@@ -441,7 +490,8 @@ class PPO(ConfiguredMethod):
             total_episodes=(c.max_updates - done) * c.prompts_per_step, response_length=response_length,
             temperature=c.temperature, stop_token="eos", seed=c.seed,
             local_rollout_forward_batch_size=c.rollout_batch_size, lr_scheduler_type="constant",
-            bf16=False, fp16=False, report_to=report_to(ledger), save_strategy="no",
+            # accelerate's autocast of the prepared policy + value model (bf16 | fp16 | None: fp32 compute)
+            bf16=autocast == "bf16", fp16=autocast == "fp16", report_to=report_to(ledger), save_strategy="no",
             use_cpu=on_cpu,  # also what makes accelerate take a torchrun launch on CPU as MULTI_CPU (gloo)
             num_sample_generations=0, disable_tqdm=True,
         )
@@ -474,6 +524,13 @@ class PPO(ConfiguredMethod):
         ledger.load_state_dict(state["ledger"])
         set_rng_state(saved["rng"])
         print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
+
+    def _check_gpus(self, shape, gpu_bytes: int, tokens: int) -> None:
+        """Refuse in one line a launch smaller than the planner says this run needs (harness/core/distributed.py
+        check_gpus_fit: e.g. a 7B PPO in one process, as a Slurm job of the submitit launcher starts it)."""
+        parts, gpus, note = ppo_memory(self.config, shape, tokens, gpu_gb=gpu_bytes / 1e9, headroom=0.9)
+        check_gpus_fit(f"method=ppo on {getattr(shape, 'name_or_path', '') or 'this model'}", parts, gpus, note,
+                       gpu_bytes)
 
     def _check_fits(self, config: PretrainedConfig, prompt_ids: list[list[int]], ledger: Ledger,
                     lora_params: int = 0) -> None:

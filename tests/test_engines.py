@@ -165,16 +165,98 @@ def test_es_on_vllm_then_evaluation_on_vllm_in_one_run(tmp_path):
 
 
 def test_vllm_load_from_an_hf_model(prompts, vllm_engine):
+    """load_from streams the model in shards (here 64 KiB: many), each written tensor by tensor, loaded tensor by
+    tensor in the engine's dtype and deleted: the engine then generates what HF does with those weights, and no
+    copy of the model is left on disk."""
+    from pathlib import Path
     trained = load_policy(MODEL, "float32", device="cpu")
     with torch.no_grad():
         for p in trained.model.parameters():
             p.mul_(1.03)
-    vllm_engine.load_from(trained.model)
+    vllm_engine.load_from(trained.model, shard_bytes=1 << 16)
     try:
+        assert list(Path(vllm_engine._tmp.name).iterdir()) == [] and vllm_engine.weights_source is None
         h = generate(trained, prompts[:8], max_new_tokens=16, batch_size=8)
         assert vllm_engine.generate(prompts[:8], max_new_tokens=16).completion_ids == h.completion_ids
     finally:
         vllm_engine.load_from(load_policy(MODEL, "float32", device="cpu").model)
+
+
+def test_weights_stream_to_and_from_safetensors_one_tensor_at_a_time(tmp_path):
+    """save_streaming writes the format safetensors reads (any dtype, a 0-d tensor, any order); iter_tensors reads
+    tensors one at a time in the requested dtype; a file that lacks a tensor is named in one line."""
+    from safetensors.torch import load_file
+
+    from harness.engines.vllm_worker import iter_tensors, read_tensors, save_streaming
+    tensors = {"b.weight": torch.randn(3, 5, dtype=torch.bfloat16), "a.bias": torch.randn(7), "s": torch.tensor(2.5),
+               "ids": torch.arange(5), "h": torch.randn(2, 2, dtype=torch.float16)}
+    path = str(tmp_path / "w.safetensors")
+    save_streaming(tensors.items(), path)
+    back = load_file(path)
+    assert all(torch.equal(back[k], v) and back[k].dtype == v.dtype for k, v in tensors.items())
+    streamed = iter_tensors(path, ["h", "b.weight"], torch.device("cpu"), torch.bfloat16)
+    assert next(streamed)[1].dtype == torch.bfloat16 and next(streamed)[0] == "b.weight"
+    master = read_tensors(path, ["b.weight", "a.bias"], torch.device("cpu"))
+    assert [m.dtype for m in master] == [torch.float32] * 2 and torch.equal(master[0], tensors["b.weight"].float())
+    with pytest.raises(ValueError, match="lacks 1 of the model's 2 tensors .*missing") as e:
+        read_tensors(path, ["a.bias", "missing"], torch.device("cpu"))
+    assert "\n" not in str(e.value)
+
+
+def test_the_driver_copy_waits_on_the_cpu_where_engines_hold_the_weights(monkeypatch):
+    """harness/core/policy.py driver_place: on a GPU run the driver's HF copy goes to the CPU when it neither trains
+    nor generates there (ES on engine workers, evaluation only on vLLM), and stays for GRPO/PPO and HF generation;
+    load_policy then keeps it there while the policy says the run is on cuda. A run asking for cuda without a
+    GPU fails in one line naming the likely cause."""
+    from harness.core.policy import ModelLoadError, driver_place, resolve_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert driver_place("auto", "vllm", trains=False) is None  # a CPU run: nothing moves
+    with pytest.raises(ModelLoadError, match=r"device=cuda but torch.cuda.is_available\(\) is False.*driver") as e:
+        resolve_device("cuda")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ModelLoadError, match="device=cuda"):
+        load_policy(MODEL, device="cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert driver_place("auto", "vllm", trains=True, weights_in_driver=False) == "cpu"  # ES on vLLM engines
+    assert driver_place("cuda", "hf", trains=True, weights_in_driver=False) == "cpu"  # ES on Ray actors
+    assert driver_place("cuda", "vllm", trains=False) == "cpu"  # evaluation only, on vLLM
+    assert driver_place("cuda", "vllm", trains=True) is None  # GRPO, PPO: they train the copy
+    assert driver_place("cuda", "hf", trains=False) is None  # HF generates with it
+    assert driver_place("cpu", "vllm", trains=False) is None
+    policy = load_policy(MODEL, device="cuda", place="cpu")  # would fail here if it went to the (absent) GPU
+    assert policy.device == "cuda" and policy.model.device.type == "cpu"
+
+
+def test_hf_generation_ignores_a_checkpoints_generation_config(tmp_path):
+    """vLLM runs with generation_config="vllm" (the checkpoint's sampling defaults ignored); HF generate would apply
+    a shipped generation_config.json (Qwen2.5-Instruct's repetition_penalty 1.05): load_policy keeps only the special
+    tokens, so greedy settings agree across engines."""
+    import shutil
+
+    from harness.core.policy import resolve_model_path
+    folder = tmp_path / "m"
+    shutil.copytree(resolve_model_path(MODEL), folder)
+    (folder / "generation_config.json").write_text(json.dumps({"repetition_penalty": 3.0, "no_repeat_ngram_size": 2}))
+    shipped, plain = load_policy(str(folder), device="cpu"), load_policy(MODEL, device="cpu")
+    assert shipped.model.generation_config.repetition_penalty in (None, 1.0)
+    prompts = TASK.load("train")["prompt"][:8]
+    a = generate(shipped, prompts, max_new_tokens=16, batch_size=8)
+    assert a.completion_ids == generate(plain, prompts, max_new_tokens=16, batch_size=8).completion_ids
+    from transformers import GenerationConfig
+    tok = shipped.tokenizer
+    enc = tok([shipped.format(p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():  # what the shipped file would have done: other greedy outputs
+        forced = shipped.model.generate(**enc, generation_config=GenerationConfig.from_pretrained(folder),
+                                        max_new_tokens=16, do_sample=False, pad_token_id=tok.pad_token_id,
+                                        eos_token_id=tok.eos_token_id)[:, enc["input_ids"].shape[1]:]
+    assert any(row[:len(c[0])].tolist() != c[0] for row, c in zip(forced, a.completion_ids))
+
+
+def test_evaluation_engine_on_hf_keeps_the_policy_where_the_run_is():
+    """engine=hf: evaluation generates with HF on the policy (no engine), on the run's device."""
+    from harness.engines import evaluation_engine
+    policy = load_policy(MODEL, device="cpu")
+    assert evaluation_engine(policy, {"name": "hf"}) is None and policy.model.device.type == "cpu"
 
 
 @needs_vllm
@@ -287,7 +369,7 @@ def test_an_engine_that_finds_too_little_free_memory_says_so_in_one_line(monkeyp
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(load_shape("Qwen/Qwen2.5-7B-Instruct"), dtype=torch.bfloat16)
     policy = types.SimpleNamespace(model=model)
-    resident, shared = engine_memory("vllm", policy, {"dtype": "bfloat16", "device": "cuda"})
+    resident, shared = engine_memory("vllm", policy, {"dtype": "bfloat16", "device": "cuda", "weights_device": "cuda"})
     cfg = EngineConfig(name="vllm")
     monkeypatch.setattr(base, "device_memory", lambda: (80_000_000_000, 70_000_000_000))
     assert VLLMEngine._plan(policy, cfg, resident, shared).fits  # 23.4 GB + 40.3 GB beside it: 63.7 < 70 free

@@ -196,3 +196,94 @@ def test_vllm_two_ray_workers_bit_identical(tmp_path, reference, ray_cluster):
     assert rewards(ledger) == reference["rewards"]
     assert same(params(pol), reference["params"])
     assert out["workers"] == 2 and out["engine"] == "vllm"
+
+
+def test_the_run_device_not_the_driver_copy_decides_gpu_requests():
+    """While the workers hold the weights the driver's HF copy waits on the CPU (harness/core/policy.py
+    driver_place); the spec still carries the run's device, so actors ask Ray for GPUs, and the copy is priced
+    on the first GPU only when it is there."""
+    pol = policy()
+    pol.device = "cuda"  # a GPU run whose driver copy sits on the CPU
+    spec = es_workers.policy_spec(pol)
+    assert (spec["device"], spec["weights_device"]) == ("cuda", "cpu")
+    n = sum(p.numel() for p in pol.model.parameters())
+    resident, shared = es_workers.engine_memory("vllm", pol, spec)
+    assert shared == {} and resident["es_master"] == 4 * n
+    _, shared = es_workers.engine_memory("vllm", pol, {**spec, "weights_device": "cuda"})
+    assert shared["driver_model"] == 4 * n  # fp32 zoo model
+
+
+def test_engines_sharing_a_gpu_start_one_at_a_time(monkeypatch, tmp_path):
+    """engine_start_lock: an flock per GPU set while a vLLM engine that shares its GPU starts (each sizes its KV
+    cache from device-wide free memory); engines on other GPUs, one engine per GPU, hf and CPU runs take none."""
+    import threading
+    import time
+
+    from harness.engines import EngineConfig
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(es_workers.tempfile, "gettempdir", lambda: str(tmp_path))
+    two = EngineConfig(name="vllm", engines_per_gpu=2)
+    with es_workers.engine_start_lock(EngineConfig(name="vllm"), "0") as none, \
+            es_workers.engine_start_lock(EngineConfig(name="hf"), "0") as hf:
+        assert none is None and hf is None
+    events = []
+
+    def start(name, gpus):
+        with es_workers.engine_start_lock(two, gpus):
+            events.append((name, "in", time.monotonic()))
+            time.sleep(0.3)
+            events.append((name, "out", time.monotonic()))
+
+    threads = [threading.Thread(target=start, args=(n, g)) for n, g in (("a", "3"), ("b", "3"), ("c", "4"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    spans = {n: [t for m, _, t in events if m == n] for n in "abc"}
+    first, second = sorted("ab", key=lambda n: spans[n][0])
+    assert spans[second][0] >= spans[first][1]  # GPU 3's second engine started after the first was up
+    assert spans["c"][0] < max(spans["a"][1], spans["b"][1])  # GPU 4's did not wait for GPU 3's
+    locks = sorted(p.name for p in tmp_path.iterdir())
+    assert locks == ["esbench-vllm-start-gpu3.lock", "esbench-vllm-start-gpu4.lock"]
+
+
+class TracedWorker(es_workers.ESWorker):
+    """Worker 0 is slow; every member says which worker scored it; close() leaves a mark (travels by value)."""
+
+    marks = ""
+
+    def score(self, *args, **kwargs):
+        import time
+        if self.rank == 0:
+            time.sleep(0.5)
+        return [{**m, "rank": self.rank} for m in super().score(*args, **kwargs)]
+
+    def close(self) -> None:
+        import pathlib
+        pathlib.Path(self.marks, f"closed-{self.rank}").touch()
+        super().close()
+
+
+@needs_ray
+def test_members_go_to_whichever_worker_is_free_and_close_shuts_engines(tmp_path, ray_cluster, monkeypatch):
+    """RayWorkers hands members out one at a time (ray.wait): a slow worker scores fewer; the results come back
+    in the blocks' shape and member order, equal to one in-process worker's. close() calls every worker's close."""
+    monkeypatch.setattr(es_workers, "ESWorker", TracedWorker)
+    monkeypatch.setattr(TracedWorker, "marks", str(tmp_path))
+    spec = es_workers.policy_spec(policy())
+    pool = es_workers.RayWorkers(2, {"name": "hf"}, TASK, spec, 1, None)
+    seeds, signs = list(range(100, 108)), [1.0] * 8
+    args = [(seeds[lo:hi], list(range(P)), 0.05, P, signs[lo:hi]) for lo, hi in es_workers.blocks(8, 2)]
+    try:
+        pool.call("init_master", [(None, None, None, "iid")] * 2)
+        parts = pool.call("score", args, "scoring")
+    finally:
+        pool.close()
+    assert [len(p) for p in parts] == [4, 4]
+    ranks = [m["rank"] for p in parts for m in p]
+    assert ranks.count(1) > 4, ranks  # the fast worker took more than its fixed block
+    local = es_workers.LocalWorker(es_workers.ESWorker(0, {"name": "hf"}, TASK, policy=policy()))
+    local.call("init_master", [(None, None, None, "iid")])
+    expected = local.call("score", [(seeds, list(range(P)), 0.05, P, signs)])[0]
+    assert [m["reward"] for p in parts for m in p] == [m["reward"] for m in expected]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["closed-0", "closed-1"]

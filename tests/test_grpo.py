@@ -142,3 +142,73 @@ def test_method_is_data_and_rejects_unknown_keys():
     assert (GRPO.name, GRPO.label_keys, GRPO.trains) == ("grpo", ("beta", "learning_rate"), True)
     with pytest.raises(TypeError, match="grpo has no hyperparameter 'lr'; valid: learning_rate, beta"):
         GRPO(lr=1e-5)
+
+
+def test_a_bf16_model_trains_fp32_weights_that_a_tiny_rate_moves(tmp_path, policy, task, monkeypatch):
+    """GRPO trains an fp32 copy of a bf16 model (TRL's own default when it loads a model): one AdamW step at lr
+    1e-6 moves most fp32 weights, where bf16 weights would keep nearly all (half a bf16 ulp is ~1e-3 of a weight).
+    The reference and vLLM read init_model, written in bf16; the model comes back in bf16 for evaluation."""
+    import methods.grpo as grpo
+    policy.model.to(torch.bfloat16)
+    start = {n: p.detach().float().clone() for n, p in policy.model.named_parameters()}
+    seen = {}
+    real = grpo.trained_model
+
+    def spy(accelerator, model, *args, **kwargs):  # the trained module, before it is cast back
+        out = real(accelerator, model, *args, **kwargs)
+        seen.update({n: p.detach().clone() for n, p in out.named_parameters()})
+        return out
+
+    monkeypatch.setattr(grpo, "trained_model", spy)
+    policy, _, _, _, summary = run(tmp_path, policy, task, learning_rate=1e-6, beta=1e-3, max_steps=1)
+    assert summary["trained_dtype"] == "float32" and all(p.dtype == torch.float32 for p in seen.values())
+    total = sum(t.numel() for t in start.values())
+    moved = sum(int((seen[n] != start[n]).sum()) for n in start) / total
+    kept_in_bf16 = sum(int((seen[n].bfloat16().float() != start[n]).sum()) for n in start) / total
+    assert moved > 0.5 and kept_in_bf16 < 0.05 * moved, (moved, kept_in_bf16)
+    assert policy.model.dtype == torch.bfloat16 and str(policy.model.config.dtype).endswith("bfloat16")
+    assert json.loads((tmp_path / "init_model" / "config.json").read_text())["dtype"] == "bfloat16"
+
+
+def test_micro_batches_bound_the_device_batch_and_keep_the_step(tmp_path, policy, task):
+    """method.micro_batch_size splits each device's share of a step into micro-batches (gradients accumulated):
+    TRL gets the bounded per-device batch and as many accumulation steps, the same generation batch, and the
+    run's token cross-check and charge still hold; null sizes it from the estimated activations."""
+    from harness.core.model_shapes import load_shape
+    from methods.grpo import micro_batches
+    ledger = Ledger(limit=1e18)
+    args = GRPO(**{**HP, "micro_batch_size": 4})._trl_args(policy, ledger, tmp_path, 8, longest_prompt=40)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 4)
+    assert args.steps_per_generation == 4 and args.generation_batch_size == BATCH
+    odd = GRPO(**{**HP, "micro_batch_size": 3, "gradient_accumulation_steps": 2})  # largest divisor of 8 <= 3
+    assert (odd._trl_args(policy, ledger, tmp_path, 8).per_device_train_batch_size,
+            odd._trl_args(policy, ledger, tmp_path, 8).gradient_accumulation_steps) == (2, 8)
+    whole = GRPO(**HP)._trl_args(policy, ledger, tmp_path, 8, longest_prompt=40)  # null: a tiny model fits whole
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (BATCH, 1)
+    # null at 1.5B, 64 completions of 1,024 tokens after 150-token prompts, bf16 (~3.8 GiB each, estimated):
+    # two per micro-batch; with gradient checkpointing (~1.1 GiB) seven fit, so the largest divisor of 64, four
+    cfg = GRPOMethodConfig(prompts_per_step=8, num_generations=8)
+    shape = load_shape("Qwen/Qwen2.5-1.5B-Instruct")
+    assert micro_batches(cfg, shape, 1, 150, 1024, 2) == (2, 32)
+    cfg.gradient_checkpointing = True
+    assert micro_batches(cfg, shape, 1, 150, 1024, 2) == (4, 16)
+    _, _, ledger, rows, summary = run(tmp_path, policy, task, micro_batch_size=4, max_steps=1)
+    assert summary["steps"] == 1 and ledger.samples == BATCH and len(rows[0]["completion_tokens"]) == BATCH
+    with pytest.raises(ValueError, match="micro_batch_size=0 must be >= 1"):
+        GRPOMethodConfig(micro_batch_size=0)
+
+
+def test_a_launch_smaller_than_the_plan_is_refused_in_one_line():
+    """On a GPU, GRPO and PPO on engine=hf refuse a launch the planner says is too small (one process for a 7B
+    model, as a Slurm job of the submitit launcher runs it), naming the accelerate launch that fits."""
+    from harness.core.distributed import DistributedError
+    from harness.core.model_shapes import load_shape
+    from methods.ppo import PPO
+    small, big = load_shape("Qwen/Qwen2.5-1.5B-Instruct"), load_shape("Qwen/Qwen2.5-7B-Instruct")
+    GRPO()._check_gpus(small, "bfloat16", 80_000_000_000, 150, 1024)  # fits one GPU: nothing raised
+    with pytest.raises(DistributedError, match=r"method=grpo on .* needs 2 GPUs sharded with FSDP .* runs in "
+                                               r"one process; launch it with accelerate .*--num_processes 2") as e:
+        GRPO()._check_gpus(big, "bfloat16", 80_000_000_000, 150, 1024)
+    assert "\n" not in str(e.value)
+    with pytest.raises(DistributedError, match=r"method=ppo on .* needs \d GPUs sharded"):
+        PPO()._check_gpus(big, 80_000_000_000, 1174)

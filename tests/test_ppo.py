@@ -149,3 +149,51 @@ def test_micro_batches_accumulate_to_the_same_update(tok, tiny_policy, tmp_path)
         PPO(prompts_per_step=4, num_mini_batches=2, train_micro_batch=2)
     with pytest.raises(ValueError, match="must divide method.prompts_per_step=4"):
         PPO(prompts_per_step=4, train_micro_batch=3)
+
+
+def test_a_bf16_model_trains_fp32_policy_and_value_beside_a_bf16_reference(tok, tiny_policy, tmp_path, monkeypatch):
+    """PPO trains an fp32 copy of a bf16 policy and an fp32 value model (bf16 weights would round AdamW's steps at
+    lr 1e-6 away), with the frozen reference in the model's dtype; the policy comes back in bf16."""
+    import methods.ppo as ppo
+    pol = tiny_policy(tok, eval_mode=False)
+    pol.model.to(torch.bfloat16)
+    start = {n: p.detach().float().clone() for n, p in pol.model.named_parameters()}
+    seen = {}
+    real_trained, real_reference = ppo.trained_model, ppo.create_reference_model
+
+    def trained(accelerator, prepared, part=None):
+        out = real_trained(accelerator, prepared, part)
+        seen["policy"] = {n: p.detach().clone() for n, p in out.named_parameters()}
+        seen["value"] = {p.dtype for p in accelerator.unwrap_model(prepared).value_model.parameters()}
+        return out
+
+    def reference(model):
+        seen["reference"] = real_reference(model)
+        return seen["reference"]
+
+    monkeypatch.setattr(ppo, "trained_model", trained)
+    monkeypatch.setattr(ppo, "create_reference_model", reference)
+    ledger = make_ledger("samples", 4, tmp_path, progress=False)
+    task = Countdown(n_train=16, max_new_tokens=8)
+    out = PPO(prompts_per_step=4, learning_rate=1e-6, num_ppo_epochs=1).train(pol, task, ledger, tmp_path)
+    assert out["trained_dtype"] == "float32" and seen["value"] == {torch.float32}
+    assert {p.dtype for p in seen["reference"].parameters()} == {torch.bfloat16}
+    total = sum(t.numel() for t in start.values())
+    moved = sum(int((seen["policy"][n] != start[n]).sum()) for n in start) / total
+    kept_in_bf16 = sum(int((seen["policy"][n].bfloat16().float() != start[n]).sum()) for n in start) / total
+    assert moved > 0.5 and kept_in_bf16 < 0.05 * moved, (moved, kept_in_bf16)
+    assert pol.model.dtype == torch.bfloat16 and "forward" not in vars(pol.model)
+
+
+def test_autocast_forward_runs_the_fp32_model_in_the_autocast_dtype():
+    """What PPO wraps the fp32 policy's forward in on a GPU (rollouts run outside accelerate's autocast), on the
+    CPU's autocast: the matmuls run in bf16 (the logits equal a bf16 autocast forward's) and come back fp32."""
+    from methods.ppo import autocast_forward
+    model = torch.nn.Linear(64, 64)
+    x = torch.randn(4, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = model(x).float()
+    plain = model(x)
+    autocast_forward(model, "cpu", torch.bfloat16)
+    out = model(x)
+    assert out.dtype == torch.float32 and torch.equal(out, expected) and not torch.equal(out, plain)

@@ -78,8 +78,8 @@ def spy_policies(monkeypatch) -> list:
 
     seen, orig = [], run_mod.policy_from
 
-    def policy_from(cfg):
-        seen.append(orig(cfg))
+    def policy_from(cfg, method=None):
+        seen.append(orig(cfg, method))
         return seen[-1]
     monkeypatch.setattr(run_mod, "policy_from", policy_from)
     return seen

@@ -69,7 +69,7 @@ def _conciseness(tmp_path):
 def test_a_bad_row_fails_before_the_model_loads(compose, tmp_path, monkeypatch, case):
     overrides, message = case(tmp_path)
 
-    def no_model(cfg):
+    def no_model(cfg, method=None):
         raise AssertionError("the model was loaded before the task's data were checked")
     monkeypatch.setattr(run_module, "policy_from", no_model)
     with pytest.raises(Exception) as caught:  # Hydra's instantiate wraps it (InstantiationException)
@@ -86,7 +86,7 @@ def test_a_bad_held_out_task_fails_before_the_model_loads(compose, tmp_path, mon
     overrides, message = _conciseness(tmp_path)
     path = overrides[1].split("=", 1)[1]
 
-    def no_model(cfg):
+    def no_model(cfg, method=None):
         raise AssertionError("the model was loaded before the held-out task's data were checked")
     monkeypatch.setattr(run_module, "policy_from", no_model)
     with pytest.raises(TaskDataError, match=message):

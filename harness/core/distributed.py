@@ -148,6 +148,23 @@ def using_fsdp() -> bool:
     return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() in ("1", "true")
 
 
+def check_gpus_fit(what: str, parts: dict, gpus: int, note: str | None, gpu_bytes: int) -> None:
+    """Refuse, in one line naming the launch that fits, a run the planner says needs more GPUs than this launch
+    shards it over (`parts`, `gpus`, `note`: the method's facts.memory on this GPU, harness/runner/pricing.py).
+    A single process (a plain `python -m harness`, a Slurm job of the submitit launcher) or DDP holds every
+    parameter on each GPU and would run out of memory after its set-up; FSDP divides the states over its ranks."""
+    shards = world_size() if using_fsdp() else 1
+    if gpus and gpus <= shards:
+        return
+    need = f"needs {gpus} GPUs sharded with FSDP" if gpus else "fits no number of GPUs"
+    launch = "runs in one process" if world_size() == 1 else (f"shards it over {shards}" if shards > 1 else
+                                                                 f"runs DDP on {world_size()} (a full copy each)")
+    fix = (f"launch it with accelerate launch --config_file conf/accelerate/fsdp.yaml --num_processes {gpus} "
+           "-m harness <the same arguments> (docs/gpus.md: Slurm)" if gpus else (note or "use a larger GPU"))
+    raise DistributedError(f"{what} {need} by the planner's memory model ({sum(parts.values()) / 1e9:.1f} GB on "
+                           f"{gpu_bytes / 1e9:.0f} GB GPUs) but this launch {launch}; {fix}")
+
+
 def check_fsdp(method: str, peft: str | None, checkpoint_every: int = 0) -> None:
     """Refuse the FSDP combinations this harness does not gather correctly (one line each)."""
     if not using_fsdp():

@@ -15,11 +15,13 @@ device must therefore fit in the remaining (1 - u) x total:
                      tensor) and es_core.master_checksum's int64 temporaries (3 x 8 B x a chunk)
   ES on HF (engine=hf, in place): model weights + the same master, one buffer, the same transient
   GRPO colocated with vLLM (TRL 1.12 vllm_mode=colocate: vLLM runs inside the trainer's process),
-  per process: weights, gradients, AdamW's two states (in the trained parameters' dtype: the model's,
-      fp32 under FSDP, which upcasts, divided over its shards), a reference model (beta > 0), and an
-      activation estimate for one micro-batch (below)
-  the driver's HF copy of the policy when it sits on the same device (harness/runner/run.py loads it on
-      cuda:0 today; ES's workers and evaluation's engine share that GPU)
+  per process: weights, gradients, AdamW's two states (fp32: methods/grpo.py trains an fp32 copy under
+      autocast, divided over the shards under FSDP), a reference model in the model's dtype (beta > 0), and
+      an activation estimate for one micro-batch (below)
+  the driver's HF copy of the policy when it sits on the same device: GRPO and PPO train it there; ES on
+      engines and evaluation-only runs on vLLM keep it on the CPU (harness/core/policy.py driver_place), and
+      evaluation with eval.kl_to_base brings it and the reference beside the engine
+      (harness/engines/__init__.py evaluation_engine)
   PROCESS_RESERVE per process that holds an engine or a model: the CUDA context, library workspaces and
       allocator slack, none of which vLLM counts in its budget (its start-up snapshot is taken after the
       context exists)
@@ -141,6 +143,22 @@ def activation_bytes(shape, sequences: int, tokens: int, completion_tokens: int,
     return sequences * (tokens * body + logits)
 
 
+MICRO_BATCH_ACTIVATIONS = 8 * GiB  # methods/grpo.py micro_batch_size=null: the most activations one micro-batch keeps
+
+
+def grpo_micro_batch(shape, sequences: int, tokens: int, completion_tokens: int, dtype_bytes_: int,
+                     checkpointing: bool = False, cap: int | None = None) -> int:
+    """The largest divisor of `sequences` (one rank's share of a step, per gradient accumulation step) that is
+    at most `cap`, or (cap None) whose estimated activations (activation_bytes) fit MICRO_BATCH_ACTIVATIONS;
+    at least 1. The estimate is low (a GRPO step of 64 x 256 tokens at 1.5B on an H200 peaked 16.6 GiB above
+    the plan: docs/gpus.md), so the default leaves room."""
+    sequences = max(1, int(sequences))
+    if cap is None:
+        one = activation_bytes(shape, 1, tokens, completion_tokens, dtype_bytes_, checkpointing)
+        cap = max(1, MICRO_BATCH_ACTIVATIONS // max(1, one))
+    return max(d for d in range(1, sequences + 1) if sequences % d == 0 and d <= cap)
+
+
 def trainer_resident(shape, counts: ModelCounts, *, param_bytes: int, reference_bytes: int, sequences: int,
                      tokens: int, completion_tokens: int, activation_dtype_bytes: int,
                      checkpointing: bool = False, shards: int = 1, lora_params: int = 0) -> dict[str, int]:
@@ -258,7 +276,8 @@ class EnginePlan:
             hints.append("raise method.gradient_accumulation_steps, set method.gradient_checkpointing=true, "
                          "or shard the trainer over GPUs (conf/accelerate/fsdp.yaml)")
         if "driver_model" in self.per_gpu:
-            hints.append("the driver's own copy of the model shares the GPU (issue 34, defect 3)")
+            hints.append("the driver's own HF copy of the model shares the GPU (eval.kl_to_base needs it and the "
+                         "reference there; set it false to give the engine the GPU alone)")
         return line + ("; options: " + "; ".join(hints) if hints else "")
 
     def warning(self) -> str | None:
@@ -297,7 +316,7 @@ def default_max_model_len(shape) -> int:
 
 
 def driver_copy(shape, dtype) -> dict[str, int]:
-    """The driver's HF model on the device (harness/runner/run.py loads the policy on cuda:0) and its process."""
+    """The driver's HF model on the device (when it sits there: harness/core/policy.py driver_place) and its process."""
     return {"driver_model": model_counts(shape).params * dtype_bytes(dtype), "process_reserve": PROCESS_RESERVE}
 
 
@@ -318,10 +337,11 @@ def plan_for_engine(shape, dtype, total: int, engine: dict, *, per_engine: dict 
                      wanted_sequences=wanted_sequences, wanted_tokens=wanted_tokens, what=what)
 
 
-def es_vllm_plan(shape, dtype, total: int, engine: dict, *, driver_on_device: bool = True,
+def es_vllm_plan(shape, dtype, total: int, engine: dict, *, driver_on_device: bool = False,
                  wanted_sequences: int = 0, wanted_tokens: int = 0) -> EnginePlan:
     """ES's workers on vLLM: each engine's process keeps the fp32 master, its buffers and the update's
-    temporaries (es_vllm_resident); the driver's HF copy shares the first GPU (all engines get that GPU's share)."""
+    temporaries (es_vllm_resident). The driver's HF copy waits on the CPU (harness/core/policy.py driver_place);
+    `driver_on_device` prices it on the first GPU instead (all engines then get that GPU's share)."""
     return plan_for_engine(shape, dtype, total, engine, per_engine=es_vllm_resident(model_counts(shape)),
                            per_gpu=driver_copy(shape, dtype) if driver_on_device else {},
                            wanted_sequences=wanted_sequences, wanted_tokens=wanted_tokens,
@@ -343,7 +363,8 @@ def grpo_vllm_plan(shape, dtype, total: int, engine: dict, *, sequences: int, st
     """
     counts, b = model_counts(shape), dtype_bytes(dtype)
     tokens = prompt_tokens + completion_tokens
-    trainer = trainer_resident(shape, counts, param_bytes=4 if fsdp_shards else b,
+    # full training keeps fp32 weights (methods/grpo.py upcasts them; FSDP would too), LoRA a frozen base in dtype
+    trainer = trainer_resident(shape, counts, param_bytes=b if lora_params else 4,
                                reference_bytes=b if beta > 0 and not lora_params else 0, sequences=sequences,
                                tokens=tokens, completion_tokens=completion_tokens, activation_dtype_bytes=2,
                                checkpointing=checkpointing, shards=max(1, fsdp_shards), lora_params=lora_params)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
-                          PreTrainedTokenizerFast)
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
+                          PreTrainedTokenizerBase, PreTrainedTokenizerFast)
 
 from harness.core import paths, wheels
 from harness.core.errors import UserError
@@ -50,6 +50,8 @@ class Policy:
     chat_template: bool = False
     system_prompt: str | None = None
     bos: str = ""   # the tokenizer's BOS text when it adds one itself (Gemma, Llama); see bos_prefix
+    device: str = ""  # the run's device ("cuda", "cpu"; "" = the model's): engines and training run there even
+    # when this HF copy waits on the CPU because an engine holds the weights (load_policy's `place`)
 
     def format(self, prompt: str) -> str:
         """The exact text the model sees for a task prompt."""
@@ -80,8 +82,49 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path  # a hub id "org/name"
 
 
+def cuda_missing(device: str = "cuda") -> str:
+    """The one line a run asking for a GPU gets when torch sees none, naming the likely cause."""
+    built = torch.version.cuda
+    why = (f"this torch is a CUDA {built} build, and CUDA {built.split('.')[0]} wheels need a recent NVIDIA driver "
+           f"(CUDA 13: driver >= 580; `nvidia-smi` shows the driver and the CUDA version it supports), so an older "
+           "driver, no driver, or CUDA_VISIBLE_DEVICES hiding the GPUs all look like this" if built else
+           "this torch is a CPU-only build; install the CUDA build (docs/gpus.md)")
+    return (f"device={device} but torch.cuda.is_available() is False: {why}; fix the driver or the install, "
+            "or run on the CPU with device=cpu")
+
+
+def resolve_device(device: str) -> str:
+    """"auto" -> cuda when torch sees a GPU, else cpu; "cuda" without a GPU fails in one line (cuda_missing)
+    instead of running a GPU campaign on the CPU."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(cuda_missing(device))
+    return device
+
+
+def driver_place(device: str, engine: str, trains: bool, weights_in_driver: bool = True) -> str | None:
+    """Where the driver's HF copy of the policy waits: "cpu" when the run is on a GPU and the copy neither
+    trains nor generates there, None (the run's device) otherwise.
+
+    On the CPU: ES whose members are scored by engine workers (`weights_in_driver` False: vLLM, or Ray actors
+    each with its own model) and an evaluation-only run on engine=vllm. There the copy only names the
+    parameters and carries config and tokenizer, and on cuda:0 it would take the weights' bytes from the
+    engine that shares that GPU (14.2 GiB at 7B, more than vLLM's start-up check leaves;
+    vllm/v1/worker/utils.py request_memory). Evaluation moves it where it is needed
+    (harness/engines/__init__.py evaluation_engine). GRPO and PPO train the copy itself: it stays on the GPU.
+    """
+    if not resolve_device(device).startswith("cuda"):
+        return None
+    if trains and not weights_in_driver:
+        return "cpu"
+    if not trains and engine == "vllm":
+        return "cpu"
+    return None
+
+
 def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool | str = False,
-                system_prompt: str | None = None, device: str = "auto") -> Policy:
+                system_prompt: str | None = None, device: str = "auto", place: str | None = None) -> Policy:
     """Load a policy from a zoo name, local path or hub id.
 
     Args:
@@ -89,8 +132,11 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
         dtype: "float32", "bfloat16", "float16" or "auto".
         chat_template: see Policy; "auto" uses the tokenizer's chat template when it has one.
         system_prompt: see Policy.
-        device: "auto" (cuda if available, else cpu), "cpu" or "cuda".
+        device: the run's device: "auto" (cuda if available, else cpu), "cpu" or "cuda" (one line when
+            torch sees no GPU: cuda_missing).
+        place: where the model's weights go when not on `device` ("cpu": an engine holds them; driver_place).
     """
+    device = resolve_device(device)
     path = resolve_model_path(name_or_path)
     if dtype not in DTYPES:
         raise ModelLoadError(f"model.dtype={dtype!r} is unknown; use one of {sorted(DTYPES)}")
@@ -108,9 +154,12 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
             "for a hub id check the name and that the hub is reachable (or pre-download it and pass "
             "its local path), for a directory check it holds config.json, weights and tokenizer files"
         ) from None
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    model.to(device).eval()
+    model.to(place or device).eval()
+    # Generation settings are the harness's alone, on every engine: the vLLM engine ignores a checkpoint's
+    # generation_config.json (generation_config="vllm", harness/engines/vllm.py), and HF generate would apply
+    # it (Qwen2.5-Instruct ships repetition_penalty 1.05, which changes greedy outputs); keep only the special
+    # tokens, as transformers does for a model without one (GenerationConfig.from_model_config)
+    model.generation_config = GenerationConfig.from_model_config(model.config)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -118,8 +167,8 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
         chat_template = tokenizer.chat_template is not None
     if chat_template and tokenizer.chat_template is None:
         raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
-    log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, device)
-    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt, bos_prefix(tokenizer))
+    log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, place or device)
+    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt, bos_prefix(tokenizer), device)
 
 
 def bos_prefix(tokenizer: PreTrainedTokenizerBase) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, check_plan, device_memory
 from harness.core.policy import Policy
 
-__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "check_plan", "device_memory", "make_engine",
-           "plain_engine", "trl_vllm_kwargs", "vllm_available"]
+__all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "check_plan", "device_memory",
+           "evaluation_engine", "make_engine", "plain_engine", "trl_vllm_kwargs", "vllm_available"]
 
 
 def plain_engine(engine) -> dict:
@@ -53,6 +53,41 @@ def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, extensio
         raise EngineError(reason)
     from harness.engines.vllm import VLLMEngine
     return VLLMEngine(policy, cfg, extension=extension, resident=resident, shared=shared)
+
+
+def evaluation_engine(policy: Policy, engine, reference=None, trained: bool = True) -> Engine | None:
+    """Put the policy's HF copy (and eval.kl_to_base's `reference`) where evaluation needs them, and build the
+    engine evaluation generates with (None: HF generate on the policy, engine=hf).
+
+    - engine=hf: both models on the run's device (`policy.device`): the driver's copy may have waited on
+      the CPU while ES's workers held the weights (harness/core/policy.py driver_place).
+    - engine=vllm: the engine holds the weights. Without a reference the HF copy only names parameters and
+      carries config and tokenizer: it goes to the CPU, so the engine gets the GPU alone. With a reference,
+      kl_to_base scores the sampled completions under both HF models (harness/evaluation/kl.py): both go to
+      the run's device and the engine's share counts them (`shared`, harness/core/gpu_memory.py). A model
+      that was not trained (`trained` False: method=base) is not loaded again: the engine read the same
+      checkpoint in the same dtype.
+    """
+    import torch
+
+    cfg = plain_engine(engine)
+    run_device = policy.device or next(policy.model.parameters()).device.type
+    keep = run_device if cfg.get("name", "hf") == "hf" or reference is not None else "cpu"
+    for model in (policy.model, reference):
+        if model is not None and next(model.parameters()).device.type != torch.device(keep).type:
+            model.to(keep)
+    if cfg.get("name", "hf") == "hf":
+        return None
+    shared = {}
+    if keep.startswith("cuda"):  # the trained policy and the reference beside the engine, once on its GPU
+        from harness.core.gpu_memory import driver_copy
+        one = driver_copy(policy.model.config, str(policy.model.dtype).removeprefix("torch."))
+        shared = {"driver_model": one["driver_model"], "kl_reference": one["driver_model"],
+                  "process_reserve": one["process_reserve"]}
+    out = make_engine(policy, cfg, shared=shared)
+    if trained:
+        out.load_from(policy.model)
+    return out
 
 
 def trl_vllm_kwargs(cfg: EngineConfig | dict | None, max_model_len: int | None = None, plan=None) -> dict:

@@ -24,11 +24,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from harness.engines.base import Engine, EngineConfig, EngineError
 from harness.core.policy import Generation, Policy
 
+SHARD_BYTES = 1 << 30  # load_from's shard: the most of a model on disk at once
 EXTENSION = "harness.engines.vllm_worker.WorkerExtension"  # a method may pass a subclass
 CPU_ENV = {  # set (unless already set) before a CPU engine starts
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",   # do not pin OpenMP threads: several engines share the cores
@@ -79,7 +79,8 @@ class VLLMEngine(Engine):
         self.policy, self.cfg = policy, cfg
         self.names = [n for n, _ in policy.model.named_parameters()]
         self.model_dir = model_dir or local_model_dir(policy.name)
-        self.weights_source = self.model_dir  # where the engine's current weights can be read (HF names)
+        self.weights_source = self.model_dir  # where the engine's current weights can be read (HF names); None
+        # after load_from
         self._tmp = tempfile.TemporaryDirectory(prefix="esbench-vllm-")
         gpu = _on_gpu()
         if not gpu:
@@ -177,12 +178,28 @@ class VLLMEngine(Engine):
             self.llm.reset_prefix_cache()
 
     @torch.no_grad()
-    def load_from(self, model: torch.nn.Module) -> None:
-        """Write an HF model's weights into the engine (through a file: one copy, no RPC payload)."""
-        path = Path(self._tmp.name) / "weights.safetensors"
-        save_file({n: p.detach().cpu().contiguous() for n, p in model.named_parameters()}, str(path))
-        self.rpc("engine_load_file", self.names, str(path))
-        self.weights_source = str(path)
+    def load_from(self, model: torch.nn.Module, shard_bytes: int = SHARD_BYTES) -> None:
+        """Write an HF model's weights into the engine, in shards of at most `shard_bytes` (and at least one
+        tensor): each shard is written to a file tensor by tensor (harness/engines/vllm_worker.py save_streaming:
+        one tensor on the host at a time), loaded by the engine tensor by tensor in its own dtype
+        (WorkerExtension.engine_load_file) and deleted, so neither the disk nor the device holds a second copy
+        of the model (a 7B model would be 15 GB in the temporary folder and 28 GiB of fp32 on the GPU).
+        The engine's weights then exist nowhere on disk: `weights_source` becomes None."""
+        from harness.engines.vllm_worker import save_streaming
+        path = Path(self._tmp.name) / "shard.safetensors"
+        shard, size = [], 0
+        params = list(model.named_parameters())
+        for i, (n, p) in enumerate(params):
+            shard.append((n, p))
+            size += p.numel() * p.element_size()
+            if size >= shard_bytes or i == len(params) - 1:
+                save_streaming(shard, str(path))
+                try:
+                    self.rpc("engine_load_file", [x for x, _ in shard], str(path))
+                finally:
+                    path.unlink(missing_ok=True)
+                shard, size = [], 0
+        self.weights_source = None
         self.weights_changed()
 
     def close(self) -> None:

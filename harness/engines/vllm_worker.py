@@ -40,8 +40,8 @@ except ImportError:  # imported without vLLM (documentation, tests that skip)
     pass
 
 
-def read_tensors(source: str, names: list[str], device: torch.device) -> list[torch.Tensor]:
-    """fp32 copies of tensors `names` from a safetensors file or a folder of them (HF names)."""
+def _locate(source: str, names: list[str]) -> dict[str, str]:
+    """Which file of `source` (a safetensors file or a folder of them) holds each of `names` (HF names)."""
     files = [source] if os.path.isfile(source) else sorted(glob.glob(os.path.join(source, "*.safetensors")))
     where = {}
     for f in files:
@@ -52,12 +52,54 @@ def read_tensors(source: str, names: list[str], device: torch.device) -> list[to
     if missing:
         raise ValueError(f"{source} lacks {len(missing)} of the model's {len(names)} tensors (e.g. {missing[0]}); "
                          "it was written for a different model, or the weights are not in safetensors format")
-    out = []
+    return where
+
+
+def iter_tensors(source: str, names: list[str], device: torch.device, dtype: torch.dtype | None = None):
+    """(name, tensor) for each of `names`, read one at a time from `source` onto `device` in `dtype` (None: the
+    file's): host and device hold one tensor of the file at a time, never the whole model. Files are visited in
+    order and each is opened once; within a file the tensors come in `names` order."""
+    where = _locate(source, names)
     for f in dict.fromkeys(where[n] for n in names):
         with safe_open(f, framework="pt") as h:
-            out += [(n, h.get_tensor(n)) for n in names if where[n] == f]
-    by_name = dict(out)
-    return [by_name[n].to(device=device, dtype=torch.float32).clone() for n in names]
+            for n in names:
+                if where[n] == f:
+                    yield n, h.get_tensor(n).to(device=device, dtype=dtype)
+
+
+def read_tensors(source: str, names: list[str], device: torch.device) -> list[torch.Tensor]:
+    """fp32 copies of tensors `names` (in that order) from a safetensors file or a folder of them (HF names),
+    moved to `device` one at a time (the host holds one tensor of the file at a time)."""
+    by_name = dict(iter_tensors(source, names, device, torch.float32))
+    return [by_name[n] for n in names]
+
+
+# safetensors' dtype names (the format's header: https://github.com/huggingface/safetensors, "Format")
+_ST_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.float64: "F64",
+              torch.int64: "I64", torch.int32: "I32", torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def save_streaming(named, path: str) -> None:
+    """Write (name, tensor) pairs (any device, any order) as one safetensors file, copying one tensor at a time
+    to the host: safetensors.torch.save_file needs every tensor on the host at once (30 GB for a 7B fp32 master,
+    against a Slurm job's 64 GB). The header comes first (8-byte little-endian length, then JSON with each
+    tensor's dtype, shape and byte range), then the tensors' bytes back to back, as the format specifies;
+    safe_open and load_file read it (tests/test_engines.py)."""
+    import json
+    import struct
+    named = list(named)
+    header, offset = {}, 0
+    for n, t in named:
+        size = t.numel() * t.element_size()
+        header[n] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)  # the data starts 8-byte aligned, as safetensors' own writer pads it
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for _, t in named:
+            f.write(t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
 
 
 class WorkerExtension:
@@ -75,9 +117,12 @@ class WorkerExtension:
 
     @torch.no_grad()
     def engine_load_file(self, names: list[str], source: str) -> None:
-        """Working weights = tensors `names` read from `source` (e.g. a GRPO-trained model)."""
-        device = next(self._engine_model().parameters()).device
-        self.engine_write(zip(names, read_tensors(source, names, device)))
+        """Working weights = tensors `names` read from `source` (e.g. a GRPO-trained model), streamed: each tensor
+        is read, moved to the device in the engine's dtype and written before the next is read, so the device
+        holds one extra tensor at a time (vLLM's load_weights consumes its iterable lazily:
+        vllm/model_executor/models/utils.py AutoWeightsLoader._groupby_prefix is an itertools.groupby)."""
+        first = next(self._engine_model().parameters())
+        self.engine_write(iter_tensors(source, names, first.device, first.dtype))
 
     def engine_param_digest(self) -> list:
         """(name, shape, dtype) of the engine's own parameters (tests, diagnostics)."""

@@ -23,9 +23,9 @@ from harness.analysis.entropy import NoPrompts, entropy_fn
 from harness.analysis.settings import AnalysisConfig, analysis_config
 from harness.analysis.update import base_hash, save_update, wants_update
 from harness.core.distributed import check_launch, is_main_process, local_device, refuse_single_process
-from harness.engines import make_engine, plain_engine
+from harness.engines import evaluation_engine
 from harness.evaluation.evaluate import EvalConfig, evaluate
-from harness.core.policy import load_policy
+from harness.core.policy import driver_place, load_policy
 from harness.core.quiet import drop_banners, quiet_known_warnings
 from harness.core import records
 from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
@@ -73,7 +73,7 @@ def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
     """
     if not eval_cfg.every_flops_fraction:
         return {}
-    if not getattr(method, "weights_in_driver", True):
+    if not method.weights_in_driver:
         log.warning("eval.every_flops_fraction is ignored: %s trains on engine workers and hands the weights "
                     "back only at the end", method.name)
         return {}
@@ -98,7 +98,7 @@ def track_entropy(ledger, analysis: AnalysisConfig, policy, task, method, rows: 
         return None
     if not method.trains:
         return None
-    if not getattr(method, "weights_in_driver", True):
+    if not method.weights_in_driver:
         log.warning("analysis.entropy_every_flops_fraction is ignored: %s trains on engine workers", method.name)
         return None
     try:
@@ -132,7 +132,7 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
     quiet_libraries()
     seed_everything(cfg.seed)
     method = instantiate(cfg.method)  # first: its name and label keys name the run
-    if not getattr(method, "distributed", False):  # rl: ES and base refuse a multi-process launch
+    if not method.facts.distributed:  # rl: ES and base refuse a multi-process launch
         refuse_single_process(method.name)
     else:  # rl: a multi-process layout that cannot work fails now; each rank pins its own GPU
         check_launch("cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu",
@@ -180,8 +180,8 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
             task.check_trainable()  # e.g. MBPP refuses to train behind a sandbox with missing layers
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         if method.trains:
-            warn_unreachable_budget(cfg, method.name, task)
-        policy = policy_from(cfg)
+            warn_unreachable_budget(cfg, task)
+        policy = policy_from(cfg, method)  # on the CPU when engines hold the weights (driver_place)
         keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path) \
             and is_main_process()
         if keep_update:  # analyses compare the stored theta_final with this theta_0 (harness/analysis/update.py)
@@ -203,11 +203,10 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         record.steps = [s.to_dict() for s in ledger.history]
         record.curve = list(ledger.evals)
         train_s = ledger.wall_s  # summed over every process of a resumed run
-        reference = policy_from(cfg).model if eval_cfg.kl_to_base else None  # the untrained model
-        engine = None
-        if cfg.engine.name != "hf" and is_main_process():  # evaluation generates with the configured engine, on the trained weights
-            engine = make_engine(policy, plain_engine(cfg.engine))
-            engine.load_from(policy.model)
+        reference = policy_from(cfg, method).model if eval_cfg.kl_to_base else None  # the untrained model
+        # rank 0 evaluates with the configured engine on the trained weights (None: HF generate on the policy);
+        # it also puts the HF copies where evaluation needs them
+        engine = evaluation_engine(policy, cfg.engine, reference, method.trains) if is_main_process() else None
         for split in cfg.eval_splits if is_main_process() else []:  # rl: rank 0 evaluates
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference, engine)
             record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
@@ -237,30 +236,26 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
     return record
 
 
-# Per method: its step cap, the completions one step scores, and how many completion-scoring forwards
-# one step may run per completion beyond generating it (GRPO: update 3 x mu + reference + old
-# log-probs; PPO: reference, value, and 3 each for policy and value training per epoch, plus one).
-STEP_CAPS = {
-    "es": ("max_iterations", lambda m: m.population * m.prompts_per_iteration, lambda m: 0),
-    "grpo": ("max_steps", lambda m: m.prompts_per_step * m.num_generations, lambda m: 3 * m.num_iterations + 2),
-    "ppo": ("max_updates", lambda m: m.prompts_per_step, lambda m: 3 + 6 * m.num_ppo_epochs),
-}
-
-
-def warn_unreachable_budget(cfg: DictConfig, method_name: str, task) -> None:
+def warn_unreachable_budget(cfg: DictConfig, task) -> None:
     """One warning line, before the model loads, when the method's step cap cannot spend the budget.
 
-    A step's charge is bounded with every sequence as long as the model's context allows (the
-    completion at the task's max_new_tokens), so the bound is loose but the warning never false.
+    The method's facts say which setting caps its steps (step_cap), the completions one step scores
+    (samples_per_step) and how many completion-scoring forwards one step may run per completion beyond
+    generating it (scoring_forwards); a method that declares no cap is not checked. A step's charge is
+    bounded with every sequence as long as the model's context allows (the completion at the task's
+    max_new_tokens), so the bound is loose but the warning never false.
     """
     from harness.core.budget import unreachable
     from harness.core.flops import generation_flops, scoring_flops
+    from harness.core.method_facts import configure, facts_of
     from harness.core.model_shapes import ShapeError, load_shape
 
-    if method_name not in STEP_CAPS:
+    target = str(cfg.method.get("_target_") or "")
+    facts = facts_of(target)
+    if facts is None or not facts.step_cap or facts.samples_per_step is None:
         return
-    cap, samples_of, forwards_of = STEP_CAPS[method_name]
-    m, kind = cfg.method, cfg.budget.kind
+    m, kind = configure(target, cfg.method), cfg.budget.kind
+    cap = facts.step_cap
     per_sample = 1.0
     if kind == "flops":
         try:
@@ -271,8 +266,10 @@ def warn_unreachable_budget(cfg: DictConfig, method_name: str, task) -> None:
         c = min(int(getattr(task, "max_new_tokens", 0) or 1), ctx - 1) if ctx > 1 else 0
         if c < 1:
             return
-        per_sample = generation_flops(shape, [ctx - c], [c]) + forwards_of(m) * scoring_flops(shape, [ctx - c], [c])
-    line = unreachable(kind, float(cfg.budget[kind]), int(m[cap]), f"method.{cap}", samples_of(m) * per_sample)
+        forwards = facts.scoring_forwards(m) if facts.scoring_forwards else 0
+        per_sample = generation_flops(shape, [ctx - c], [c]) + forwards * scoring_flops(shape, [ctx - c], [c])
+    line = unreachable(kind, float(cfg.budget[kind]), int(getattr(m, cap)), f"method.{cap}",
+                       facts.samples_per_step(m) * per_sample)
     if line:
         log.warning(line)
 
@@ -307,10 +304,13 @@ def instantiate_task(conf: DictConfig):
         raise cause from None
 
 
-def policy_from(cfg: DictConfig):
-    """Load the configured model (called again after training for an untrained reference)."""
+def policy_from(cfg: DictConfig, method=None):
+    """Load the configured model (called again after training for an untrained reference); with `method`, on
+    the CPU where its engines hold the weights (harness/core/policy.py driver_place)."""
+    place = None if method is None else driver_place(cfg.device, cfg.engine.name, method.trains,
+                                                      method.weights_in_driver)
     return load_policy(cfg.model.name_or_path, cfg.model.dtype, cfg.model.chat_template,
-                       cfg.model.system_prompt, cfg.device)
+                       cfg.model.system_prompt, cfg.device, place=place)
 
 
 def _brief(metrics: dict) -> str:

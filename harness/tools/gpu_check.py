@@ -235,12 +235,14 @@ def grpo_step(job: dict, prompts: list[str]) -> dict:
         from harness.core import gpu_memory as gm
         shape = policy.model.config
         counts = gm.model_counts(shape)
-        b = gm.dtype_bytes(str(next(policy.model.parameters()).dtype))
+        b = gm.dtype_bytes(job["dtype"])
         prompt = max(len(policy.tokenizer(p).input_ids) for p in prompts[:job["grpo_prompts"]])
-        parts = gm.trainer_resident(shape, counts, param_bytes=b, reference_bytes=gm.dtype_bytes(job["dtype"]),
-                                    sequences=job["grpo_prompts"] * job["grpo_generations"],
+        micro, gas = grpo.micro_batches(method.config, shape, 1, prompt, job["new_tokens"], b)
+        out.update(micro_batch=micro, micro_batches=gas, trained_dtype=summary.get("trained_dtype"))
+        # GRPO trains an fp32 copy (weights, gradients, AdamW at 4 B each) beside a reference in the model's dtype
+        parts = gm.trainer_resident(shape, counts, param_bytes=4, reference_bytes=b, sequences=micro,
                                     tokens=prompt + job["new_tokens"], completion_tokens=job["new_tokens"],
-                                    activation_dtype_bytes=gm.dtype_bytes(job["dtype"]))
+                                    activation_dtype_bytes=b)
         out["predicted_gib"] = {k: v / 2**30 for k, v in parts.items()}
         out["predicted_total_gib"] = sum(parts.values()) / 2**30
     return out
@@ -372,7 +374,7 @@ def end_to_end(job: dict) -> dict:
     }
     out = {}
     with tempfile.TemporaryDirectory(prefix="esbench-e2e-") as d:
-        for name, overrides in runs.items():
+        for name, overrides in [(k, v) for k, v in runs.items() if k in job.get("methods", runs)]:
             cmd = [sys.executable, "-m", "harness", f"model={job['model_dir']}", "task=countdown",
                    f"task.max_new_tokens={job['new_tokens']}", "eval.n_prompts=16", "eval.n_samples=2",
                    "eval.pass_ks=[1,2]", "eval.maj_ks=[2]", "eval.n_boot=50", "eval.maj_subsets=10",
@@ -456,6 +458,7 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline", type=int, default=420, help="--quick: seconds after which no section starts")
     ap.add_argument("--quick-sections", default=",".join(QUICK_SECTIONS[1:]),
                     help="--quick: the sections to run (env always runs first)")
+    ap.add_argument("--e2e-methods", default="base,es,grpo,ppo", help="--quick: the methods e2e runs")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     import torch
@@ -589,7 +592,7 @@ def quick(a) -> int:
                 "gen": dict(base, section="gen"), "es-vllm": dict(base, section="es-vllm"),
                 "grpo": dict(base, section="grpo"),
                 "e2e": dict(base, section="e2e", model_dir=models[QUICK_E2E], new_tokens=min(tokens, 64),
-                            timeout=a.timeout)}
+                            timeout=a.timeout, methods=a.e2e_methods.split(","))}
         wanted = a.quick_sections.split(",")
         unknown = set(wanted) - set(jobs)
         if unknown:
