@@ -92,6 +92,7 @@ def test_a_config_dir_adds_its_options(tmp_path):
 
 def test_planning_writes_no_hydra_files_only_when_asked():
     assert planning_overrides(["experiment=x", "+dry_run=true"]) == planning_overrides(["+plan=true"]) != []
+    assert planning_overrides(["experiment=x", "+rehearse=true"]) == planning_overrides(["+rehearse=all"]) != []
     assert planning_overrides(["+dry_run=false"]) == planning_overrides(["method=es"]) == []
 
 

@@ -459,7 +459,7 @@ def _trained_run(compose, real_model, run_dir, *overrides, wrap=None) -> dict:
         if wrap:
             import harness.runner.run as run_mod
             spied = run_mod.policy_from
-            mp.setattr(run_mod, "policy_from", lambda cfg: wrap(spied(cfg)))
+            mp.setattr(run_mod, "policy_from", lambda cfg, method=None: wrap(spied(cfg, method)))
         rec = run(compose, run_dir, *overrides)
     base = policies[1] if len(policies) > 1 else load_policy(MODEL, rec.config["model"]["dtype"], True, device="cpu")
     return {"rec": rec, "policy": policies[0], "trained": params(policies[0].model), "base": params(base.model)}

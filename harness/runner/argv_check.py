@@ -231,9 +231,10 @@ _FALSE = ("false", "null", "~", "0", "0.0", "")
 
 
 def planning_overrides(argv: list[str]) -> list[str]:
-    """NO_FILES when the command line asks for `+dry_run=true` or `+plan=true`, else []."""
+    """NO_FILES when the command line asks for `+dry_run=true`, `+plan=true` or `+rehearse=...` (a rehearsal
+    writes its runs under runs/rehearse/ itself, never into the file's own folder), else []."""
     for o in (_parse(a) for a in argv):
-        if o and o[1] in ("dry_run", "plan") and o[2].strip().lower() not in _FALSE:
+        if o and o[1] in ("dry_run", "plan", "rehearse") and o[2].strip().lower() not in _FALSE:
             return [a for a in NO_FILES if a not in argv]
     return []
 

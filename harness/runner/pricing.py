@@ -1,6 +1,6 @@
 """Price an experiment before it runs: FLOPs, GPU-hours and per-GPU memory of every planned run.
 
-    python -m harness experiment=qiu2025_table1 +plan=true                      # H100, MFU 0.35
+    python -m harness experiment=qiu2025_table1 +plan=true                      # H100, MFU 0.10
     python -m harness experiment=qiu2025_table1 +plan.gpu=a100 +plan.mfu=0.4
     python -m harness experiment=sigma_sweep +plan.measured=gpu_check.json      # throughput measured by harness.tools.gpu_check
 
@@ -34,8 +34,11 @@ On engine=hf activations are not modelled: a run "fits" when its states take at 
 divided evenly) fit. On engine=vllm a run fits when gpu_memory.py's plan fits (GPUs "no" otherwise,
 with the reason).
 
-Stated assumptions: peak dense bf16 FLOP/s H100 SXM 989e12, H200 989e12, A100 312e12; MFU 0.35
-(generation-heavy work: decoding is memory-bound, so utilisation stays well below training's ~0.5).
+Stated assumptions: peak dense bf16 FLOP/s H100 SXM 989e12, H200 989e12, A100 312e12; MFU 0.10. Every
+method's FLOPs here are mostly generation, and decoding is memory-bound: HF generate ran at 1.0% MFU on an
+H200 (Qwen2.5-1.5B shape, 200 sequences: 3,200 tokens/s x 3.1e9 FLOPs/token, results/bench/
+gpu_check_quick_h200.json); vLLM's batched decoding is estimated at 7-15% (not measured here). Pass
++plan.measured=<gpu_check JSON> to price from measured tokens/s instead.
 Model shapes come from harness/shapes/ and the zoo (harness/core/model_shapes.py), so no network.
 """
 from __future__ import annotations
@@ -55,7 +58,7 @@ from harness.core.method_facts import configure, facts_of, method_class
 from harness.core.model_shapes import ShapeError, load_shape, shape_name
 
 GPUS = {"h100": (989e12, 80.0), "h200": (989e12, 141.0), "a100": (312e12, 80.0)}  # peak bf16 FLOP/s, GB
-DEFAULTS = {"gpu": "h100", "mfu": 0.35, "gpus": 8, "prompt_tokens": 150, "eval_batch": 64, "headroom": 0.9,
+DEFAULTS = {"gpu": "h100", "mfu": 0.10, "gpus": 8, "prompt_tokens": 150, "eval_batch": 64, "headroom": 0.9,
             "measured": None}
 
 
@@ -89,7 +92,7 @@ def options(cfg: DictConfig) -> dict:
         raise PricingError(f"plan.gpu={opts['gpu']!r} is unknown; use one of {', '.join(GPUS)} (peak dense bf16 FLOP/s "
                         "989e12, 989e12, 312e12)")
     if not 0 < float(opts["mfu"]) <= 1:
-        raise PricingError(f"plan.mfu={opts['mfu']} must be in (0, 1], e.g. plan.mfu=0.35")
+        raise PricingError(f"plan.mfu={opts['mfu']} must be in (0, 1], e.g. plan.mfu=0.1")
     return opts
 
 
