@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from harness.evaluation.evaluate import EvalConfig
 from harness.runner.experiment import list_runs
-from harness.core.paths import CONF_DIR
+from harness.core.paths import CONF_DIR, SHAPES_DIR
 
 GROUPS = ["model", "task", "method", "budget", "eval"]
 
@@ -227,3 +227,15 @@ def test_a_model_file_sets_the_threads_a_run_uses_and_the_command_line_wins(comp
     assert compose("model=zoo-1m").threads == 1
     assert compose("model=smollm2-135m-instruct", "model.threads=2").threads == 2
     assert compose("model=smollm2-135m-instruct", "model.threads=2", "threads=1").threads == 1
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SHAPES_DIR.glob("*.json"))
+                         + ["zoo-100k", "zoo-1m"])
+def test_budgets_read_from_plain_json_match_transformers_configs(name):
+    """+dry_run and +plan price every run from the config.json fields without importing transformers;
+    the FLOPs must be those of transformers' own config (defaults such as num_key_value_heads included)."""
+    from harness.core.flops import generation_flops
+    from harness.core.model_shapes import flops_shape, load_shape
+    light = flops_shape(name)
+    assert not hasattr(light, "to_dict")  # the plain-JSON path, not transformers'
+    assert generation_flops(light, [150], [300]) == generation_flops(load_shape(name), [150], [300])

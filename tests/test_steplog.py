@@ -139,3 +139,25 @@ def test_tensorboard_events_hold_step_stats_against_flops(tmp_path):
     assert [e.step for e in rewards] == [round(s.flops / 1e6) for s in ledger.history]  # x-axis: MFLOPs
     assert [e.value for e in rewards] == pytest.approx([s.reward_mean for s in ledger.history])
     assert [e.value for e in events.Scalars("train/samples")] == [N * P, 2 * N * P]
+
+
+def test_progress_line_counts_updates_and_gives_an_eta(capsys):
+    from harness.core.steplog import Progress, eta
+    ledger = Ledger(limit=4, kind="updates", listeners=[Progress()])
+    ledger.step(1e6, 8, 0.25, 0.1)
+    ledger.wall_s = 120.0  # as if one update had taken two minutes
+    ledger.step(1e6, 8, 0.5, 0.1)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("step    1/4 | reward 0.25")
+    assert "(50% of the budget)" in lines[1] and lines[1].endswith("ETA 2 min")  # 2 more updates at 1 min each
+    assert eta(30.0, 0.5) == ", ETA 30 s" and eta(5.0, 1.0) == "" and eta(0.0, 0.0) == ""
+
+
+def test_generation_progress_reports_done_of_total_on_stderr(tiny_policy, capsys):
+    from harness.core.policy import generate
+    policy = tiny_policy()
+    generate(policy, ["1+1="] * 5, max_new_tokens=2, batch_size=2, progress="test: greedy")
+    err = capsys.readouterr().err  # not a terminal: one line per update, the last at 5/5
+    assert "test: greedy" in err and "5/5" in err.splitlines()[-1]
+    generate(policy, ["1+1="] * 5, max_new_tokens=2, batch_size=2)  # members and training: silent
+    assert capsys.readouterr().err == ""

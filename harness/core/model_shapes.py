@@ -70,9 +70,32 @@ def load_shape(name_or_path: str) -> PretrainedConfig:
         ) from None
 
 
+# The fields the FLOPs count reads (harness/core/flops.py); a config.json with all of them is read as JSON.
+FLOPS_FIELDS = ("hidden_size", "num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size")
+
+
+@functools.lru_cache(maxsize=64)
+def flops_shape(name_or_path: str):
+    """The fields of the model's config the FLOPs count reads, from its config.json or shipped shape as
+    plain JSON where that has them (no transformers import: `+dry_run` and `+plan` resolve a budget for
+    every run); otherwise transformers' config, as load_shape."""
+    from types import SimpleNamespace
+
+    name = str(name_or_path)
+    for f in (ZOO_DIR / name / "config.json", Path(name).expanduser() / "config.json",
+              SHAPES_DIR / f"{shape_name(name)}.json"):
+        if f.is_file():
+            fields = json.loads(f.read_text())
+            if all(isinstance(fields.get(k), int) for k in FLOPS_FIELDS):
+                fields.setdefault("num_key_value_heads", fields["num_attention_heads"])  # transformers' default
+                return SimpleNamespace(**fields)
+            break
+    return load_shape(name)
+
+
 def generation_budget(name_or_path: str, completions, prompt_tokens, completion_tokens) -> float:
     """FLOPs of `completions` generations of a prompt_tokens + completion_tokens sequence on this model."""
-    cfg = load_shape(str(name_or_path))
+    cfg = flops_shape(str(name_or_path))
     return float(completions) * generation_flops(cfg, [int(prompt_tokens)], [int(completion_tokens)])
 
 

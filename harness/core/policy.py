@@ -20,6 +20,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
 from harness.core import paths, wheels
 from harness.core.errors import UserError
 from harness.core.hub import not_cached_message, offline_unless_reachable
+from harness.core.progress import progress_bar
 
 log = logging.getLogger(__name__)
 ZOO_DIR = paths.ZOO_DIR
@@ -215,7 +216,7 @@ class Generation:
 @torch.no_grad()
 def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = True,
              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 32,
-             batch_size: int = 64, seed: int | None = None) -> Generation:
+             batch_size: int = 64, seed: int | None = None, progress: str | None = None) -> Generation:
     """Batched generation with left padding.
 
     Args:
@@ -227,6 +228,8 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         max_new_tokens: decode at most this many tokens per completion.
         batch_size: sequences per `generate` call (prompts x n are flattened, then chunked).
         seed: seeds torch's RNG before sampling, for reproducible samples.
+        progress: a label for a progress bar on stderr (sequences done of all, ETA) when there is more
+            than one batch; None (ES members, training) prints nothing.
     """
     if greedy and n != 1:
         raise ValueError("greedy decoding gives one completion per prompt; set n=1 or greedy=False")
@@ -236,6 +239,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
     texts = [policy.format(p) for p in prompts]
     flat = [t for t in texts for _ in range(n)]
     out_text, out_len, out_ids, prompt_len, batches = [], [], [], [], []
+    bar = progress_bar(progress, len(flat)) if progress and len(flat) > batch_size else None
     for start in range(0, len(flat), batch_size):
         chunk = flat[start:start + batch_size]
         enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
@@ -249,6 +253,10 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         out_len += lengths
         out_ids += [row[:k].tolist() for row, k in zip(new, lengths)]
         prompt_len += enc["attention_mask"].sum(1).tolist()
+        if bar is not None:
+            bar.update(len(chunk))
+    if bar is not None:
+        bar.close()
     return Generation(
         texts=[out_text[i * n:(i + 1) * n] for i in range(len(prompts))],
         prompt_tokens=[prompt_len[i * n] for i in range(len(prompts))],

@@ -67,7 +67,7 @@ PROGRESS_EXTRAS = ("loss", "kl", "policy_loss", "value_loss", "update_norm", "sk
 
 
 class Progress:
-    """One line per step on stdout: step, reward, FLOPs and budget share, train time, key extras."""
+    """One line per step on stdout: step, reward, FLOPs and budget share, train time and ETA, key extras."""
 
     def __init__(self, prefix: str = ""):
         self.prefix = prefix
@@ -75,8 +75,18 @@ class Progress:
     def __call__(self, ledger: Ledger, s: StepStats) -> None:
         extras = " ".join(f"{k} {_fmt(s.extras[k])}" for k in PROGRESS_EXTRAS if s.extras.get(k) is not None)
         std = "" if s.reward_std is None else f" ± {s.reward_std:.3f}"
-        print(f"{self.prefix}step {s.step:4d} | reward {_fmt(s.reward_mean)}{std} | {extras} | "
-              f"{s.flops:.3g} FLOPs, {s.samples} samples ({ledger.fraction:.0%}) | {s.wall_s:.1f} s", flush=True)
+        of = f"/{int(ledger.limit)}" if ledger.kind == "updates" else ""
+        print(f"{self.prefix}step {s.step:4d}{of} | reward {_fmt(s.reward_mean)}{std} | {extras} | "
+              f"{s.flops:.3g} FLOPs, {s.samples} samples ({ledger.fraction:.0%} of the budget) | "
+              f"{s.wall_s:.1f} s{eta(s.wall_s, ledger.fraction)}", flush=True)
+
+
+def eta(elapsed_s: float, fraction: float) -> str:
+    """', ETA 12 min' from the time so far and the share of the budget spent (steps cost alike)."""
+    if not 0 < fraction < 1:
+        return ""
+    left = elapsed_s * (1 - fraction) / fraction
+    return f", ETA {left / 60:.0f} min" if left >= 90 else f", ETA {left:.0f} s"
 
 
 def _fmt(x) -> str:

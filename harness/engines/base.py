@@ -103,8 +103,9 @@ class Engine(ABC):
     @abstractmethod
     def generate(self, prompts: list[str], *, n: int = 1, greedy: bool = True, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 32, batch_size: int = 64,
-                 seed: int | None = None) -> Generation:
-        """Completions for `prompts` (raw prompts; the engine applies policy.format), as harness.core.policy.generate."""
+                 seed: int | None = None, progress: str | None = None) -> Generation:
+        """Completions for `prompts` (raw prompts; the engine applies policy.format), as harness.core.policy.generate
+        (`progress`: a label for a progress bar, None for none)."""
 
     @abstractmethod
     def load_from(self, model: torch.nn.Module) -> None:

@@ -16,9 +16,9 @@ class HFEngine(Engine):
         self.policy = policy
 
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
-                 batch_size=64, seed=None) -> Generation:
+                 batch_size=64, seed=None, progress=None) -> Generation:
         return generate(self.policy, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, progress=progress)
 
     @torch.no_grad()
     def load_from(self, model: torch.nn.Module) -> None:

@@ -138,8 +138,9 @@ class VLLMEngine(Engine):
 
     # ---- generation ----
     def generate(self, prompts, *, n=1, greedy=True, temperature=1.0, top_p=1.0, max_new_tokens=32,
-                 batch_size=64, seed=None) -> Generation:
-        """As harness.core.policy.generate; `batch_size` is ignored (vLLM schedules the batch itself)."""
+                 batch_size=64, seed=None, progress=None) -> Generation:
+        """As harness.core.policy.generate; `batch_size` is ignored (vLLM schedules the batch itself) and
+        `progress` turns on vLLM's own progress bar."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         if greedy and n != 1:
@@ -153,7 +154,7 @@ class VLLMEngine(Engine):
             base = 0 if seed is None else seed
             params = [SamplingParams(temperature=temperature, top_p=top_p, seed=base + i, **common)
                       for i in range(len(ids))]
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=x) for x in ids], params, use_tqdm=False)
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=x) for x in ids], params, use_tqdm=bool(progress))
         texts, lengths, comp_ids = [], [], []
         for out in outs:
             rows = [list(c.token_ids) for c in sorted(out.outputs, key=lambda c: c.index)]

@@ -146,7 +146,8 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
     was_training = policy.model.training
     policy.model.eval()
     if cfg.greedy:
-        g = gen(prompts, greedy=True, max_new_tokens=max_new, batch_size=cfg.batch_size)
+        g = gen(prompts, greedy=True, max_new_tokens=max_new, batch_size=cfg.batch_size,
+                progress=f"{split}: greedy")
         flops += _flops(policy, g)
         texts = [t[0] for t in g.texts]
         per_prompt["greedy_acc"] = [float(task.is_correct(t, **_row(cols, i))) for i, t in enumerate(texts)]
@@ -156,7 +157,8 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
     curve, counts = {}, None
     if cfg.n_samples:
         s = gen(prompts, n=cfg.n_samples, greedy=False, temperature=cfg.temperature, top_p=cfg.top_p,
-                max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed)
+                max_new_tokens=max_new, batch_size=cfg.batch_size, seed=cfg.seed,
+                progress=f"{split}: {cfg.n_samples} samples each")
         flops += _flops(policy, s)
         n = cfg.n_samples
         correct = [[task.is_correct(t, **_row(cols, i)) for t in s.texts[i]] for i in range(len(prompts))]

@@ -243,8 +243,10 @@ def _check_same_arithmetic(run_dir: Path, rec) -> None:
 
 
 def _cli(cfg: DictConfig) -> list[str]:
-    """The task overrides of this launch, minus the keys that steer the launch (harness/runner/schema.py CONTROL_KEYS)."""
-    keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in CONTROL_KEYS]
+    """The task overrides of this launch, minus the keys that steer the launch (harness/runner/schema.py CONTROL_KEYS);
+    +include stays, since it decides which runs exist and so what a +run_index names."""
+    steer = CONTROL_KEYS - {"include"}
+    keep = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] not in steer]
     if cfg.get("models") and any(o.split("=", 1)[0] == "model" for o in keep):
         raise ExperimentError("this experiment has a models axis; choose models with models=[zoo-1m,zoo-4m] "
                               "instead of model=...")
@@ -255,9 +257,12 @@ def print_runs(cfg: DictConfig, runs: list[PlannedRun]) -> None:
     root = experiment_root(cfg)
     for r in runs:
         print(f"{r.index:4d}  {r.model or '-':24s} seed={r.seed}  {r.label}\n      {' '.join(r.overrides)}")
-    exp = HydraConfig.get().runtime.choices.get("experiment")
-    print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness experiment={exp} stamp={cfg.stamp} "
-          f"+run_index=0\nfan out:   python -m harness.runner.launch experiment={exp} stamp={cfg.stamp} "
+    import shlex
+
+    # this command's own overrides (group=..., seeds=[0], ...) ride along: the printed commands plan the same runs
+    args = shlex.join(_cli(cfg))
+    print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness {args} "
+          f"+run_index=0\nfan out:   python -m harness.runner.launch {args} "
           f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
 
 
