@@ -116,7 +116,7 @@ class ESConfig:
                                                     "(engine=hf only), merged into the model at the end"})
     lora: dict = field(default_factory=lambda: dict(VARIANT_DEFAULTS["lora"]), metadata={
         "help": "peft=lora adapter: r, alpha, target_modules"})
-    # numerics (issue 24; defaults: the fp32 master, bit-identical to ES before them)
+    # numerics (defaults: the fp32 master, bit-identical to ES before them)
     numerics: str = field(default="exact", metadata={
         "help": "exact: fp32 master, exact restore | inplace: the reference code's in-place arithmetic in "
                 "model.dtype (engine=hf)"})

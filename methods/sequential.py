@@ -2,7 +2,7 @@
 ES then GRPO) on the same model and the same ledger.
 
 NOTE-076 reads GRPO and ES as buying opposite ends of the pass@1/pass@k trade-off (claim C9, weak:
-"sequential GRPO->ES buys both ends of the trade-off", as issue 22 states it) and splits the update
+"sequential GRPO->ES buys both ends of the trade-off", as docs/claims.md words it) and splits the update
 budget between the two stages; running both under one budget is the direct test. `method.order:
 [grpo, es]` names the stages, `method.split` is the first stage's share of the budget, and each
 stage's hyperparameters are its own method's config (conf/method/sequential.yaml pulls

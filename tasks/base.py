@@ -133,6 +133,26 @@ def read_jsonl(path: Path, what: str) -> list[tuple[int, object]]:
             if line.strip()]
 
 
+def load_hub(hub_id: str, config: str | None, split: str, fix: str) -> list[dict]:
+    """Rows of a Hugging Face hub dataset, or one TaskDataError on one line (offline, gated, an
+    unknown config or split): every task with `source: hub` reads the hub through this.
+
+    Args:
+        hub_id: the dataset's hub id, e.g. "openai/gsm8k".
+        config: its config name, or None.
+        split: the hub split to read.
+        fix: the task's own way out, a sentence or two, e.g. "Use task.source=local (the shipped
+            copy) or set HF_DATASETS_CACHE to a cache that holds it."
+    """
+    try:
+        return datasets.load_dataset(hub_id, config, split=split).to_list()
+    except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
+        cause = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        named = f"{hub_id} ({config}, split {split})" if config else f"{hub_id} (split {split})"
+        raise TaskDataError(f"could not load {named} from the Hugging Face hub ({cause}). Offline? "
+                            f"{fix}") from None
+
+
 def json_kind(value) -> str:
     """What a parsed JSON value is, in JSON's words, for messages about a row of the wrong kind."""
     kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",

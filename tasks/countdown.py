@@ -43,9 +43,9 @@ from pathlib import Path
 
 import datasets
 
-from tasks.arith import UnsafeExpression, evaluate
 from tasks.base import (DATA_DIR, TaskDataError, check_count, is_int, json_kind, parse_json,
                         read_text, row_error, user_path)
+from tasks.judge.equation import UnsafeExpression, evaluate
 
 THINK_PROMPT = (
     "Using the numbers {nums}, write an equation that equals {target}. You may use +, -, * and / "

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import datasets
 
-from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
-                        user_path)
-from tasks.multiple_choice import MultipleChoiceTask, format_prompt, letters_for, load_hub
+from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, load_hub, read_jsonl,
+                        row_error, user_path)
+from tasks.multiple_choice import MultipleChoiceTask, format_prompt, letters_for
 
 HUB_ID = "tau/commonsense_qa"
 N_CHOICES = 5

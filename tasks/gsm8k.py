@@ -18,7 +18,7 @@ hand-judged corpus). In order, the first rule that yields a number (or a hedge) 
 2. the number after the last "the answer is" / "answer:" phrase, on that line ("The answer is 64
    dollars for 16 glasses." is 64), unless it starts an expression ("answer: 3 + 4 = 7");
 3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guards, time
-   limit and per-call budget as MATH-500 (tasks/bounded.py: the same answer on any thread);
+   limit and per-call budget as MATH-500 (tasks/judge/bounded.py: the same answer on any thread);
 4. the last number in the completion.
 A hedge is no answer and scores 0, it does not pick a side: "#### 18 or 19", "answer: 18, 19 or
 20", "It is 18 or 19." and `\\boxed{\\pm 18}` (tasks/answers.py). Numbers may carry thousands
@@ -38,10 +38,10 @@ from fractions import Fraction
 
 import datasets
 
-from tasks import bounded
 from tasks.answers import MINUS_SIGNS, hedge_after, hedge_before, hedged_latex, last_boxed
-from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
-                        user_path)
+from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, load_hub, read_jsonl,
+                        row_error, user_path)
+from tasks.judge import bounded
 from tasks.numerals import word_number
 
 HUB_ID = "openai/gsm8k"
@@ -131,7 +131,7 @@ def _math_verify_answer(text: str):
     boxed = last_boxed(tail)
     if boxed is not None and hedged_latex(boxed, signs=True):
         return HEDGE  # \boxed{\pm 18}, \boxed{18 \text{ or } 19}
-    if bounded.refuse(tail):  # the same guards, limit and budget as MATH-500 (tasks/bounded.py)
+    if bounded.refuse(tail):  # the same guards, limit and budget as MATH-500 (tasks/judge/bounded.py)
         return None
     value = bounded.number(tail)
     return Fraction(value) if isinstance(value, float) else value
@@ -224,14 +224,8 @@ class GSM8K:
 
     def _rows(self, official_split: str) -> list[dict]:
         if self.source == "hub":
-            try:
-                raw = datasets.load_dataset(HUB_ID, "main", split=official_split).to_list()
-            except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
-                raise TaskDataError(
-                    f"could not load {HUB_ID} ('main', split {official_split}) from the Hugging "
-                    f"Face hub ({type(e).__name__}: {str(e)[:200]}). Offline? Use "
-                    "task.source=local (the shipped copy) or set HF_DATASETS_CACHE to a cache "
-                    "that holds it.") from e
+            raw = load_hub(HUB_ID, "main", official_split, "Use task.source=local (the shipped "
+                           "copy) or set HF_DATASETS_CACHE to a cache that holds it.")
             where = f"{HUB_ID}:{official_split}"
         else:
             folder = user_path(self.path, "a GSM8K directory") if self.path else DATA_DIR / "gsm8k"
@@ -269,7 +263,7 @@ class GSM8K:
 
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when the completion's final number equals the gold answer, else 0.
-        Graded in parallel under one time budget for rule 3 (tasks/bounded.py, layer 3).
+        Graded in parallel under one time budget for rule 3 (tasks/judge/bounded.py, layer 3).
 
         >>> GSM8K().reward(["16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\\n#### 18", "#### seventeen"],
         ...                answer=["18", "18"])

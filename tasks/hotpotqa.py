@@ -73,7 +73,8 @@ from pathlib import Path
 
 import datasets
 
-from tasks.base import DATA_DIR, TaskDataError, check_count, is_int, row_error, user_path
+from tasks.base import (DATA_DIR, TaskDataError, check_count, is_int, load_hub, row_error,
+                        user_path)
 from tasks.hotpotqa_data import (CUT_MARK, FIX, PROMPT, bare_length, build_prompt,  # noqa: F401
                                  read_rows, validate)
 from tasks.hotpotqa_grade import (answer_text, exact_match, f1_score, normalize_answer,  # noqa: F401
@@ -171,15 +172,9 @@ class HotpotQA:
         """(where, line, checked row) for the official split "train" or "dev"."""
         if self.source == "hub":
             hub_split = "validation" if official == "dev" else "train"
-            try:
-                raw = datasets.load_dataset(HUB_ID, HUB_CONFIG, split=hub_split).to_list()
-            except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
-                detail = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-                raise TaskDataError(
-                    f"could not load {HUB_ID} ('{HUB_CONFIG}', split {hub_split}) from the Hugging "
-                    f"Face hub ({detail}). Offline? Use task.source=local task.path=<a directory "
-                    f"with {TRAIN_FILE} and {DEV_FILE}> or set HF_DATASETS_CACHE to a cache that "
-                    "holds it.") from e
+            raw = load_hub(HUB_ID, HUB_CONFIG, hub_split, "Use task.source=local task.path=<a "
+                           f"directory with {TRAIN_FILE} and {DEV_FILE}> or set HF_DATASETS_CACHE "
+                           "to a cache that holds it.")
             where = f"{HUB_ID}:{hub_split}"
             return [(where, i, self._check(r, where, i)) for i, r in enumerate(raw, start=1)]
         path = self._file(official)

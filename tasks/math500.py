@@ -18,7 +18,7 @@ the gold is one value (no list, no \\pm, no relation):
 - a decimal is compared at the precision it is written to, at least math-verify's 6 places:
   `\\boxed{0.50000001}` is not 1/2, `\\boxed{0.333333}` still is 1/3.
 math-verify can run for ever on a short answer, and its own timeouts (SIGALRM) work only on the
-main thread, so it runs as tasks/bounded.py says: linear guards refuse answers too costly to start
+main thread, so it runs as tasks/judge/bounded.py says: linear guards refuse answers too costly to start
 (power towers, huge exponents, expansions over 100 terms, functions nested over 3 deep, long sums
 and products, integrals, >1,000 characters), the rest is verified in a worker process killed after
 5 s, and one reward call's completions are graded in parallel under a budget of 2 s + 0.25 s each
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import datasets
 
-from tasks import bounded
 from tasks.answers import (answer_line, decimals, hedged_latex, hedged_line, is_name, last_boxed,
                            sides, single_value)
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
                         user_path)
+from tasks.judge import bounded
 
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
 PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
@@ -138,7 +138,7 @@ class MATH500:
 
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when math-verify accepts the final answer, else 0. The completions
-        are graded in parallel under one time budget (tasks/bounded.py, layer 3).
+        are graded in parallel under one time budget (tasks/judge/bounded.py, layer 3).
 
         >>> MATH500().reward([r"... so $x = \\boxed{\\frac{1}{2}}$", r"\\boxed{\\frac{1}{"],
         ...                  answer=["0.5", "0.5"])
@@ -178,7 +178,7 @@ def _row(raw, path: Path, line: int) -> dict:
 
 def _check_answer(answer: str, path: Path, line: int) -> None:
     """A gold answer every completion could match: not blank, braces balanced (it is wrapped in
-    \\boxed{}), and not refused by the graders' guards (tasks/bounded.py)."""
+    \\boxed{}), and not refused by the graders' guards (tasks/judge/bounded.py)."""
     if not answer.strip():
         raise row_error(path, line, "field `answer` is blank", "give the reference answer")
     depth = 0

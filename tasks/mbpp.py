@@ -9,7 +9,7 @@ smaller than the README's). Tasks 1-10 are the few-shot prompts and belong to no
 Degenerate rows: where a trivial answer passes every test, `def f(*a, **k)` returning one
 constant (test 203: all three tests expect the value the prompt shows), an argument (test 404,
 `minimum(1, 2) == 1`), a fixed index or slice of one (test 45 `a[0][0]`, 487 `a[0][::-1]`) or its
-negation (train 904 `not a[0]`), scores 1 (tasks/mbpp_trivial.py, evaluated in the harness
+negation (train 904 `not a[0]`), scores 1 (tasks/judge/mbpp_trivial.py, evaluated in the harness
 against the planned checks at load). So are rows with a test `assert f(x) == a, b` (test 313, 362,
 436): Python reads `b` as the assert's message, so only `a` is checked, and the reference
 solutions return `a` alone, so the test cannot be fixed to `== (a, b)` either. In the shipped
@@ -26,9 +26,10 @@ and signature (the MBPP paper shows all three tests; showing one keeps two unsee
 Scoring (the MBPP paper's rule): a completion is correct when every assertion in `test_list` holds
 after the extracted program and `test_setup_code` ran. The program is the first ```python fenced
 block (else the first ``` block, else the whole completion; an unterminated fence runs to the end).
-It runs in the sandbox (tasks/sandbox.py, via tasks/code_runs.py), never in this process, but the
-sandbox is not the judge: tasks/mbpp_judge.py splits each `assert f(x) == y`-shaped test so that
-only the call runs there and its value is compared here, against an expected value the program cannot read. Printing
+It runs in the sandbox (tasks/judge/sandbox.py, via tasks/judge/code_runs.py), never in this
+process, but the sandbox is not the judge: tasks/judge/mbpp_judge.py splits each
+`assert f(x) == y`-shaped test so that only the call runs there and its value is compared here,
+against an expected value the program cannot read. Printing
 a fake success line, skipping asserts, reading the data file (hidden in the sandbox) or returning
 an object whose `__eq__` always says True therefore score 0. An expected side that is not a
 literal (task 596's `sys.getsizeof(...)`) is computed once per row in a clean sandbox run with no
@@ -46,36 +47,21 @@ majority voting.
 from __future__ import annotations
 
 import ast
-import os
-import re
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import datasets
 
-from tasks import code_runs, mbpp_judge, mbpp_trivial, sandbox
 from tasks.base import DATA_DIR, TaskDataError, read_jsonl
-from tasks.code_runs import check_sandbox_settings
+from tasks.code_task import SandboxedCodeTask, extract_code
+from tasks.judge import mbpp_judge, mbpp_trivial, sandbox
 
 SPLITS = {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 PROMPT = ("{text}\nYour code should pass this test:\n{test}\n"
           "Write the Python function in a ```python code block.")
-_PY_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
-_ANY_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 
 
-def extract_code(completion: str) -> str:
-    """The program in a completion: first ```python block, else first ``` block, else all of it.
-
-    >>> extract_code("Here:\\n```python\\ndef f():\\n    return 1\\n```\\nDone.")
-    'def f():\\n    return 1\\n'
-    """
-    m = _PY_FENCE.search(completion) or _ANY_FENCE.search(completion)
-    return m.group(1) if m else completion
-
-
-class MBPP:
+class MBPP(SandboxedCodeTask):
     """MBPP (see the module docstring for data, splits and scoring).
 
     Args:
@@ -102,19 +88,11 @@ class MBPP:
         if source != "local":
             raise TaskDataError(f"task.source={source!r} is unknown; MBPP is shipped, use local "
                                 "(or task.path=/path/to/mbpp.jsonl for another copy)")
-        check_sandbox_settings(timeout_s, memory_mb, judge_s)
+        self._sandboxed(timeout_s, memory_mb, workers, judge_s)
         self.version, self.n_eval, self.max_new_tokens = version, n_eval, max_new_tokens
         self.source, self.path = source, path
-        self.timeout_s, self.memory_mb = timeout_s, memory_mb
-        self.workers = workers or min(8, os.cpu_count() or 1)
         self.allow_weak_sandbox = allow_weak_sandbox
-        self.limits = mbpp_judge.Limits(seconds=judge_s)
-        self._stats = code_runs.JudgeStats()
-        self._lock = threading.Lock()
         self._checks_of: dict[tuple, list[mbpp_judge.Check]] = {}  # (tests, setup) -> resolved
-        self._gates: dict[tuple, threading.Lock] = {}  # one clean run per row, however many ask
-        self._survey_gate = threading.Lock()
-        self._survey: dict | None = None
 
     # ---- data ----
     def load(self, split: str) -> datasets.Dataset:
@@ -136,18 +114,11 @@ class MBPP:
             rows = rows[:self.n_eval]
         return datasets.Dataset.from_list(rows)
 
-    def survey(self) -> dict:
-        """The data file read once: `rows`, `degenerate` ids and `tests_inside` (tests the judge
-        cannot split) per split, `answers` (task_id -> the trivial answer or the malformed test
-        that makes the row degenerate) and the file's `path`. Resolves every row's expected
-        values (clean sandbox runs for the non-literal ones) and finds the degenerate rows, so a
-        broken row fails here, before any training."""
-        with self._survey_gate:
-            if self._survey is None:
-                self._survey = self._read_survey()
-            return self._survey
-
     def _read_survey(self) -> dict:
+        """The data file read once (`survey()`): `rows`, `degenerate` ids and `tests_inside`
+        (tests the judge cannot split) per split, `answers` (task_id -> the trivial answer or the
+        malformed test that makes the row degenerate) and the file's `path`. Resolves every row's
+        expected values and finds the degenerate rows, so a broken row fails before training."""
         path = Path(self.path).expanduser() if self.path else DATA_DIR / "mbpp" / "mbpp.jsonl"
         lines = read_jsonl(path, "MBPP data")
         every = [_row(raw, path, i) for i, raw in lines]
@@ -180,11 +151,6 @@ class MBPP:
         """The dataset's reference solution, fenced as a model would write it."""
         return f"```python\n{code}\n```"
 
-    def extract_answer(self, text: str) -> str | None:
-        """The extracted program with blank lines and trailing spaces removed, or None if empty."""
-        lines = [line.rstrip() for line in extract_code(text).splitlines() if line.strip()]
-        return "\n".join(lines) or None
-
     def is_correct(self, completion: str, test_list: list[str], test_setup_code: str = "",
                    **_) -> bool:
         """True when every test passes: values judged here (mbpp_judge), the rest in the sandbox."""
@@ -195,52 +161,31 @@ class MBPP:
         """Run one completion and judge it: the Verdict says per test whether it passed and, if
         not, why (a wrong value, an error, the sandbox's timeout, a judge limit)."""
         checks = self.checks(test_list, test_setup_code)
-        return code_runs.judge(extract_code(completion), test_setup_code, checks, self.timeout_s,
-                               self.memory_mb, self.limits, self._stats)
+        return self._judge(extract_code(completion), test_setup_code, checks)
 
     def checks(self, test_list: list[str], test_setup_code: str = "") -> list[mbpp_judge.Check]:
         """A row's tests as resolved Checks, computed once per row: non-literal expected values
         come from one clean sandbox run (no candidate code) that every later call reuses."""
         key = (tuple(test_list), test_setup_code or "")
-        with self._lock:
-            if key in self._checks_of:
-                return self._checks_of[key]
-            gate = self._gates.setdefault(key, threading.Lock())
-        with gate:
-            with self._lock:
-                if key in self._checks_of:
-                    return self._checks_of[key]
-            found = self._resolve(*key)
-            with self._lock:
-                self._checks_of[key] = found
-            return found
+        return self._once(self._checks_of, key, lambda: self._resolve(*key))
 
     def _resolve(self, tests: tuple[str, ...], setup: str) -> list[mbpp_judge.Check]:
         checks = [mbpp_judge.plan(t, mbpp_judge.setup_names(setup)) for t in tests]
         pending = [c for c in checks if c.expected_src is not None]
         if not pending:
             return checks
-        computed = iter(code_runs.expected_in_clean_run(
-            pending, setup, f"MBPP row with test {tests[0][:80]!r}", self.timeout_s,
-            self.memory_mb, self.limits, self._stats))
+        computed = iter(self._expected(pending, setup, f"MBPP row with test {tests[0][:80]!r}"))
         return [next(computed) if c.expected_src is not None else c for c in checks]
 
     # ---- run info ----
-    def judge_stats(self) -> dict:
-        """Tests scored so far, by where they were judged: outside (value compared here) or
-        inside (the assert ran in the sandbox, as in the original harness); clean sandbox runs
-        made for expected values; completions scored 0 by a judge limit, by limit."""
-        return self._stats.snapshot()
-
     def run_info(self) -> dict:
         """What a run record should keep: the sandbox layers active on this host, the judge
         counts, the degenerate rows per split and why each is (`degenerate_answers`), and
         `notes`, one line each for under a table."""
         survey = self.survey()
-        return {"sandbox_layers": sandbox.layers(), "judge": self.judge_stats(),
-                "degenerate_rows": survey["degenerate"],
-                "degenerate_answers": {str(k): v for k, v in survey["answers"].items()},
-                "notes": _notes(survey)}
+        return self._run_info(degenerate_rows=survey["degenerate"],
+                              degenerate_answers={str(k): v for k, v in survey["answers"].items()},
+                              notes=_notes(survey))
 
     def check_trainable(self) -> None:
         """Raise TaskDataError when training would reward code in a sandbox weaker than designed
@@ -261,9 +206,7 @@ class MBPP:
         [1.0, 0.0]
         """
         setup = test_setup_code if test_setup_code is not None else [""] * len(completions)
-        jobs = list(zip(completions, test_list, setup, strict=True))
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
+        return self._scores(list(zip(completions, test_list, setup, strict=True)))
 
 
 def _notes(survey: dict) -> list[str]:

@@ -57,8 +57,6 @@ from __future__ import annotations
 import logging
 import re
 
-import datasets
-
 from tasks.base import TaskDataError
 
 LETTERS = "ABCDEFGHIJ"
@@ -328,18 +326,3 @@ class MultipleChoiceTask:
             log.warning("task %s: %d %s rows from the hand-written FIXTURE (%s), not %s; scores "
                         "are not %s scores", self.name, rows, split, self.fixture_dir,
                         self.benchmark, self.benchmark)
-
-
-def load_hub(hub_id: str, config: str | None, split: str, advice: str) -> list[dict]:
-    """Rows of a hub dataset, or a one-line TaskDataError (offline, gated, unknown config).
-
-    Args:
-        advice: what to do instead, e.g. "use task.path=/dir or task.source=fixture".
-    """
-    try:
-        return datasets.load_dataset(hub_id, config, split=split).to_list()
-    except Exception as e:  # noqa: BLE001 - any hub failure gets the same advice
-        cause = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-        named = f"{hub_id} ({config}, split {split})" if config else f"{hub_id} (split {split})"
-        raise TaskDataError(f"could not load {named} from the Hugging Face hub ({cause}). Offline? "
-                            f"{advice}") from None

@@ -27,12 +27,12 @@ torch.set_num_threads(1)  # tiny models: one thread is as fast, and immune to a 
 def tiny_policy():
     """Factory: a fresh random Qwen2 of zoo-100k's shape on the char tokenizer, named "test".
 
-    Always the same weights (harness/zoo.make_model seeds torch with the spec's seed before
+    Always the same weights (harness/tools/zoo.py's make_model seeds torch with the spec's seed before
     building, which also leaves the global RNG in the same state after every call). The tokenizer
     pads on the left (harness/core/chartok.py). `tok`: share a tokenizer instead of building one.
     `eval_mode=False` keeps the module in training mode as `make_model` builds it (GRPO and PPO
     tests do, to check the method hands it back in eval mode); the default is eval mode, as
-    harness/policy.load_policy returns a model.
+    harness/core/policy.py's load_policy returns a model.
     """
     from harness.core.chartok import build_char_tokenizer
     from harness.core.policy import Policy

@@ -195,3 +195,24 @@ def test_bad_input_is_one_line_and_failed_runs_are_listed(trained, tmp_path):
     md = (tmp_path / "analysis.md").read_text()
     assert "otherbase" in md and "FAILED" in md
     assert all((tmp_path / f).is_file() for f in ("drift.png", "localisation.png", "entropy.png"))
+
+
+def test_a_tables_folder_is_analysed_from_the_records_it_names_never_another_run(tmp_path):
+    """versions.json names the experiment (group, stamp) that made a tables folder; a newer local run of the
+    same group is not it, and records that are not here are an error that says so."""
+    import json
+
+    from harness.analysis.report import resolve
+    from harness.analysis.update import UpdateError
+    runs, tables = tmp_path / "runs", tmp_path / "results" / "quickstart"
+    tables.mkdir(parents=True)
+    for stamp in ("qs-r11", "20991231-000000"):  # the named run, and a newer one
+        (runs / "quickstart" / stamp).mkdir(parents=True)
+        (runs / "quickstart" / stamp / "experiment.json").write_text("{}")
+    with pytest.raises(UpdateError, match="does not name the experiment"):
+        resolve(tables, runs)  # no versions.json (or one written before it named its records)
+    (tables / "versions.json").write_text(json.dumps({"runs": 11, "records": {"group": "quickstart", "stamp": "qs-r11"}}))
+    assert resolve(tables, runs)[0] == runs / "quickstart" / "qs-r11"
+    (tables / "versions.json").write_text(json.dumps({"records": {"group": "quickstart", "stamp": "qs-r12"}}))
+    with pytest.raises(UpdateError, match="which is not here.*stamp=qs-r12"):
+        resolve(tables, runs)

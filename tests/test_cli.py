@@ -99,7 +99,7 @@ def _imports(*args, env=None):
     (["+eval.n_prompt=20"], "esbench: error: unknown key 'n_prompt' in eval"),
     (["method=es", "method.params='([bad'"], "esbench: error: method.params='([bad' is not all"),
     (["model=./no/such/model"], "esbench: error: model=./no/such/model: no conf/model option and no folder"),
-    # issue 35 items 9 and 16: these came after torch (10-57 s), some as tracebacks or naming no key
+    # these used to come after torch (10-57 s), some as tracebacks or naming no key
     (["method=es", "method.sigma=0"], "esbench: error: method.sigma=0 and method.alpha=0.005 must both be > 0"),
     (["method=es", "method.population=0"], "esbench: error: method.population=0: z-scores need at least 2 members"),
     (["method=es", "method.population=2.5"], "esbench: error: method.population=2.5 must be a whole number"),

@@ -274,7 +274,7 @@ def test_rl_columns_without_a_grid_are_compared_to_es_on_the_summary_metrics(tmp
 
 
 def test_seven_up_one_down_is_not_a_detection(tmp_path):
-    """real_cpu's shape (issue 33): +2.0 points on 300 prompts from 7 prompts gained and 1 lost. The exact McNemar
+    """real_cpu's shape: +2.0 points on 300 prompts from 7 prompts gained and 1 lost. The exact McNemar
     p is 2 x (1 + 8) / 2^8 = 0.0703, so it is not detected, and Newcombe's interval spans 0 with it."""
     base = np.zeros(300, int)
     base[:37] = 1                        # 12.3%, as real_cpu's Original

@@ -1,4 +1,4 @@
-"""Seed-paired comparisons from a committed runs.csv (harness/reporting/comparisons.py, issue 22 item 1).
+"""Seed-paired comparisons from a committed runs.csv (harness/reporting/comparisons.py).
 
     python -m pytest tests/test_comparisons_runs_csv.py -q
 """

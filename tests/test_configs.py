@@ -85,7 +85,7 @@ def test_qiu2025_table1_plan_and_paper_numbers(compose):
 
 
 def test_sigma_sweep_varies_sigma_at_fixed_alpha_beside_alpha_tied_to_sigma(compose):
-    """Issue 22: tying alpha to sigma confounds noise scale with step size, so both cells run."""
+    """Tying alpha to sigma confounds noise scale with step size, so both cells run."""
     cfg = compose("experiment=sigma_sweep")
     alphas = {}
     runs = list_runs(cfg)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tasks.arith import UnsafeExpression, evaluate
 from tasks.base import TaskDataError
 from tasks.countdown import Countdown, _split_of, generate_problems
+from tasks.judge.equation import UnsafeExpression, evaluate
 
 NUMS, TARGET = [3, 7, 12], 22
 HOSTILE = ["__import__('os').system('echo hi')", "9**9**9", "1/0", "(" * 10_000 + "1" + ")" * 10_000,

@@ -1,5 +1,5 @@
-"""Damaged record and plan files are skipped with one line naming the file, never a traceback (issue 35
-items 10 and 12): the run shows MISSING in the tables, and a record that is ok but holds no metrics
+"""Damaged record and plan files are skipped with one line naming the file, never a traceback:
+the run shows MISSING in the tables, and a record that is ok but holds no metrics
 never counts as ok.
 
     python -m pytest tests/test_damaged_records.py -q

@@ -172,7 +172,7 @@ def test_a_run_killed_by_a_signal_says_so_not_no_error(tmp_path):
     (["method=base", "model=zoo-100k", "stamp=busy"], "runs/adhoc/busy-base"),   # an ad-hoc single run
 ])
 def test_a_second_process_on_a_stamp_is_refused_in_one_line(tmp_path, args, folder):
-    """Issue 35 item 4, before: two processes on one stamp both ran every run, one ES run died on
+    """Before the stamp lock: two processes on one stamp both ran every run, one ES run died on
     FileNotFoundError in its checkpoint, an ok record overwrote a failed one, the step log got duplicate lines."""
     from test_locks import holder
     other = holder(tmp_path / folder)

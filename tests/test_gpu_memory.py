@@ -43,8 +43,8 @@ def test_counts_equal_the_models_parameters(name):
 
 
 def test_the_issue_figures_from_the_shapes():
-    """Issue 34's master + buffer figures, recomputed: its 'master + buffers' counted three largest-tensor
-    buffers (es_vllm.py allocates two); its 'in the update' figure is the update's peak (four)."""
+    """An earlier hand estimate's master + buffer figures, recomputed: its 'master + buffers' counted three
+    largest-tensor buffers (es_vllm.py allocates two); its 'in the update' figure is the update's peak (four)."""
     gib = {}
     for key, name in (("0.5b", SHIPPED[0]), ("1.5b", SHIPPED[1]), ("3b", SHIPPED[2]), ("7b", SHIPPED[3]), ("8b", SHIPPED[6])):
         r = gm.es_vllm_resident(gm.model_counts(load_shape(name)))

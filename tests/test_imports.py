@@ -1,6 +1,8 @@
 """The import graph keeps its layers, counting imports inside functions and under TYPE_CHECKING too.
 
-    harness.core <- engines, evaluation <- methods, tasks <- runner <- reporting, analysis, tools
+    harness.core <- tasks (and tasks.judge), engines, evaluation      (a <- b: b imports a)
+    tasks, engines <- methods                        (the runner builds methods by _target_, never imports one)
+    evaluation <- reporting <- analysis <- runner <- tools            (tools alone import methods)
 
     python -m pytest tests/test_imports.py -q -s     # -s prints the package arrows
     python -m harness.tools.codemap                  # the same graph, with counts
@@ -42,8 +44,18 @@ def test_core_and_tasks_stay_low():
             pb = package_of(b, modules)
             if pa in LOWER:
                 assert pb in LOWER, f"{a} imports {b}: harness.core imports nothing above it"
-            if pa == "tasks":
-                assert pb in LOWER | {"tasks"}, f"{a} imports {b}: tasks use harness.core only"
+            if pa == "tasks" or pa.startswith("tasks."):  # tasks/ and its tasks/judge/
+                assert pb in LOWER or pb == "tasks" or pb.startswith("tasks."), \
+                    f"{a} imports {b}: tasks use harness.core only"
+
+
+def test_the_judge_imports_no_task():
+    """tasks/judge/ judges answers for the tasks and never depends on one (nor on tasks.base)."""
+    modules, edges = sources(), graph()
+    wrong = sorted(f"{a} -> {b}" for a, deps in edges.items() for b in deps
+                   if package_of(a, modules) == "tasks.judge" and package_of(b, modules) != "tasks.judge"
+                   and package_of(b, modules) not in LOWER)
+    assert not wrong, "the judge must not import the tasks: " + ", ".join(wrong)
 
 
 def test_the_cycle_finder_finds_a_cycle():

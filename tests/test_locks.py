@@ -1,4 +1,4 @@
-"""One process per stamp and per run (issue 35 item 4): a second process is refused in one line naming
+"""One process per stamp and per run: a second process is refused in one line naming
 the holder's pid, a crash frees the lock, and a run's child process dies with its experiment.
 
     python -m pytest tests/test_locks.py -q

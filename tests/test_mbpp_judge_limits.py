@@ -1,9 +1,9 @@
 """The MBPP judge's own limits, expected values computed without the candidate, degenerate rows.
 
 A candidate's value is rebuilt in the harness, so the judge bounds that work itself
-(tasks/mbpp_judge.Limits); a non-literal expected side (task 596's `sys.getsizeof(...)`) is
+(tasks/judge/mbpp_judge.Limits); a non-literal expected side (task 596's `sys.getsizeof(...)`) is
 computed in a clean sandbox run, never judged next to the candidate; rows that a trivial answer
-passes (tasks/mbpp_trivial.py) are left out of every split.
+passes (tasks/judge/mbpp_trivial.py) are left out of every split.
 
     python -m pytest tests/test_mbpp_judge_limits.py -q
 """
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks import mbpp_judge, mbpp_trivial
 from tasks.base import TaskDataError
+from tasks.judge import mbpp_judge, mbpp_trivial
+from tasks.judge.mbpp_runner import MAX_DEPTH, MAX_INT_HEX_DIGITS, MAX_NODES, encode
 from tasks.mbpp import MBPP
-from tasks.mbpp_runner import MAX_DEPTH, MAX_INT_HEX_DIGITS, MAX_NODES, encode
 
 HOSTILE = Path(__file__).parent / "hostile"
 DATA = Path(__file__).parents[1] / "tasks" / "data" / "mbpp" / "mbpp.jsonl"

@@ -1,4 +1,4 @@
-"""Runs that did not update (issue 22 item 4): an ES run whose every iteration tied (all members the
+"""Runs that did not update: an ES run whose every iteration tied (all members the
 same reward) skipped every update, so its weights are the base model's; the tables must say so
 instead of showing its numbers as a result. More than half skipped shows the share; a seed mean says
 how many of its seeds had no update.

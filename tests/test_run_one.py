@@ -3,7 +3,7 @@
     python -m pytest tests/test_run_one.py -q
 
 `python -m harness method=es model=zoo-100k ...` rewrites `model=` (harness/runner/model_arg.py), composes
-conf/config.yaml, validates it (harness/runner/cli.py) and hands one run to harness/run.run_one, which
+conf/config.yaml, validates it (harness/runner/cli.py) and hands one run to harness/runner/run.py's run_one, which
 trains until the ledger stops it, evaluates and writes <run_dir>/record.json. This runs that path
 without a subprocess, on the smallest zoo model with a 2-iteration budget and an 8-prompt
 evaluation, so it is in the default suite; tests/test_cli.py and tests/test_experiment.py cover

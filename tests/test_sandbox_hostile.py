@@ -6,7 +6,7 @@ records, files and sockets left in /tmp and /dev/shm). A program may read `ESBEN
 tested function's name, which a model knows from the prompt. Reference solutions must still
 score 1 under the same judge.
 
-The attacks of issue 20 on the sandbox itself run alone, each where the host has the layer that
+The red-team attacks on the sandbox itself (tests/hostile/) run alone, each where the host has the layer that
 stops it (else skipped with the reason): memory beyond the ceiling (forked children, tmpfs pages
 in a nested namespace) is killed at the program's one cgroup limit and takes no more host memory
 than that; nested user namespaces, mounts, every socket but AF_UNIX and io_uring fail with EPERM
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-import tasks.sandbox
+import tasks.judge.sandbox
 from harness.tools.bench_sandbox import _measured
-from tasks import cgroup, seccomp
+from tasks.judge import cgroup, seccomp
+from tasks.judge.sandbox import layers, run_python
 from tasks.mbpp import MBPP
-from tasks.sandbox import layers, run_python
 
 HERE = Path(__file__).parent / "hostile"
 # Memory attacks run alone below, at a small ceiling: five copies at once would cost the host GiBs
@@ -97,8 +97,8 @@ def test_sandbox_layers_are_reported():
         assert active["cgroup"]
     if os.geteuid() == 0 and seccomp.supported() and active["no_new_privs"]:
         assert active["seccomp"]
-    assert "cgroup" in tasks.sandbox.REQUIRED
-    assert ("seccomp" in tasks.sandbox.REQUIRED) == seccomp.supported()
+    assert "cgroup" in tasks.judge.sandbox.REQUIRED
+    assert ("seccomp" in tasks.judge.sandbox.REQUIRED) == seccomp.supported()
 
 
 def _need(layer: str) -> None:
@@ -168,8 +168,8 @@ def test_tmpfs_pages_count_against_the_ceiling(monkeypatch):
     """Without seccomp (as on an architecture it does not cover) the nested namespace opens, and
     the cgroup alone must still stop an uncapped tmpfs at the ceiling."""
     _need("cgroup")
-    without = dataclasses.replace(tasks.sandbox._mode(), seccomp=False)
-    monkeypatch.setattr(tasks.sandbox, "_mode", lambda: without)
+    without = dataclasses.replace(tasks.judge.sandbox._mode(), seccomp=False)
+    monkeypatch.setattr(tasks.judge.sandbox, "_mode", lambda: without)
     code = _attack("tmpfs_nested_ns", ESBENCH_TMPFS_MIB=768)
     result = _within_ceiling(lambda: run_python(code, timeout_s=20, memory_mb=CEILING_MB),
                              CEILING_MB)
@@ -207,7 +207,7 @@ def test_proc_names_no_host_path():
             "frame = sys._getframe()\nwhile frame:\n"
             "    seen.append(frame.f_code.co_filename)\n    frame = frame.f_back\n"
             "text = repr(seen)\nprint(len(text))\n"
-            f"print([w for w in ({str(Path(tasks.sandbox.__file__).parents[1])!r}, 'esbench')\n"
+            f"print([w for w in ({str(Path(tasks.judge.sandbox.__file__).parents[2])!r}, 'esbench')\n"
             "       if w in text])\n")
     result = run_python(code)
     assert result.ok, result.stderr_tail
@@ -218,7 +218,7 @@ def test_proc_names_no_host_path():
 @pytest.fixture
 def planted_copy():
     """A copy of the data where a system install would put it, if this user may write there."""
-    data = Path(tasks.sandbox.__file__).parent / "data" / "mbpp" / "mbpp.jsonl"
+    data = Path(tasks.judge.sandbox.__file__).parents[1] / "data" / "mbpp" / "mbpp.jsonl"
     target = Path(f"/usr/local/share/esbench-canary-{os.getpid()}")
     try:
         (target / "tasks" / "data" / "mbpp").mkdir(parents=True)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tasks import cgroup, sandbox_root, seccomp
+from tasks.judge import cgroup, sandbox_root, seccomp
 
 ALLOW, EPERM = seccomp.RET_ALLOW, seccomp.RET_ERRNO | seccomp.EPERM
 ENOSYS, KILL = seccomp.RET_ERRNO | seccomp.ENOSYS, seccomp.RET_KILL_PROCESS

@@ -1,12 +1,12 @@
-"""No sandboxed process outlives its judge (issue 35, item 1).
+"""No sandboxed process outlives its judge.
 
 A judge (a harness process scoring MBPP) is SIGKILLed while a completion sleeps for an hour in the
 sandbox, having also started a detached `sleep` in a session of its own. Within a few seconds no
 process of the judge's sandbox may run (none of the sandbox's uid, none of the judge's process
-tree) and none of its cgroups or scratch folders may be left. Before issue 35 the program ran on
+tree) and none of its cgroups or scratch folders may be left. Before these layers the program ran on
 as its random uid, reparented to pid 1, with its cgroups and /tmp/esbench-sandbox-<pid>-* in place.
 
-The layers tried here: the watchdog (tasks/sandbox_reaper.py) sweeps a killed judge; without it,
+The layers tried here: the watchdog (tasks/judge/sandbox_reaper.py) sweeps a killed judge; without it,
 the parent-death chain (unshare under `setpriv --pdeathsig`, the child's signal re-armed after the
 uid switch) still kills the processes and the next judge's start-up sweep removes the rest.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks import cgroup, sandbox, sandbox_reaper
-from tasks.sandbox import layers, run_python
+from tasks.judge import cgroup, sandbox, sandbox_reaper
+from tasks.judge.sandbox import layers, run_python
 
 ROOT = Path(__file__).parents[1]
 SETTLE_S = 5  # how long the judge's sandbox may take to go once the judge is killed
@@ -124,7 +124,7 @@ class Judge:
 
 
 def test_parent_death_signal_is_armed_after_the_uid_switch():
-    """Inside the sandbox PR_GET_PDEATHSIG reads SIGKILL (before issue 35: 0, cleared by the uid
+    """Inside the sandbox PR_GET_PDEATHSIG reads SIGKILL (it once read 0, cleared by the uid
     switch, so a killed judge's program ran on)."""
     if not layers()["parent_death"]:
         pytest.skip(f"no parent_death layer on this host (isolation: {sandbox.isolation()})")
@@ -141,7 +141,7 @@ def test_parent_death_signal_is_armed_after_the_uid_switch():
 @pytest.mark.parametrize("parent_gone", [True, False])
 def test_child_exits_when_its_parent_went_before_the_signal_was_armed(parent_gone):
     """The race the pipe closes: a parent that died before prctl armed the signal."""
-    script = (f"import os, sys\nsys.path.insert(0, {str(ROOT / 'tasks')!r})\n"
+    script = (f"import os, sys\nsys.path.insert(0, {str(ROOT / 'tasks' / 'judge')!r})\n"
               "import sandbox_child\nr, w = os.pipe()\n"
               f"{'os.close(w)' if parent_gone else ''}\n"
               "sandbox_child._parent_death(r)\nprint('ran on')\n")
@@ -186,7 +186,7 @@ def test_startup_sweep_removes_what_a_killed_watchdog_left(judge):
     stale = judge.left()
     assert stale["scratch"], "nothing stale to sweep: the test proves nothing"
     fresh = subprocess.run([sys.executable, "-c", f"import sys\nsys.path.insert(0, {str(ROOT)!r})"
-                            "\nfrom tasks.sandbox import run_python\n"
+                            "\nfrom tasks.judge.sandbox import run_python\n"
                             "assert run_python('print(1)').ok"],
                            cwd=ROOT, capture_output=True, text=True, timeout=120, env=judge.env)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
@@ -200,7 +200,7 @@ def test_a_judge_that_exits_normally_stops_its_watchdog():
     """Every run cleaned up after itself, so the watchdog goes with the judge, quietly (no
     "subprocess still running" ResourceWarning under -X dev -W error)."""
     script = (f"import os, sys\nsys.path.insert(0, {str(ROOT)!r})\n"
-              "from tasks import sandbox_reaper\nfrom tasks.sandbox import run_python\n"
+              "from tasks.judge import sandbox_reaper\nfrom tasks.judge.sandbox import run_python\n"
               "assert run_python('print(1)').ok\n"
               "print(sandbox_reaper._watchdogs[os.getpid()].pid)\n")
     done = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", script], cwd=ROOT,

@@ -1,8 +1,8 @@
-"""The judge reads a run's result records within a stated memory bound (issue 35, item 5).
+"""The judge reads a run's result records within a stated memory bound.
 
 A completion that walks the stack to the runner's `emit` can write one 16 MiB line of `[],[],...`;
 the judge used to parse it whole, before any limit of its own: 143 -> 487 MiB of harness RSS for
-one completion, 760 MiB for two at once, 4-6 s each. tasks/sandbox_results.py now refuses a line
+one completion, 760 MiB for two at once, 4-6 s each. tasks/judge/sandbox_results.py now refuses a line
 over RECORD_BYTES, a stream over RESULT_BYTES or RESULT_ITEMS before parsing it, and the test the
 line answered fails on that judge limit.
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks import sandbox_results
-from tasks.sandbox_results import RECORD_BYTES, RESULT_BYTES, RESULT_ITEMS, read_records
+from tasks.judge import sandbox_results
+from tasks.judge.sandbox_results import RECORD_BYTES, RESULT_BYTES, RESULT_ITEMS, read_records
 
 ROOT = Path(__file__).parents[1]
 NONCE = "ab" * 16

@@ -1,7 +1,7 @@
-"""Socket families by allow-list (issue 35, item 11): inside the sandbox socket() and socketpair()
+"""Socket families by allow-list: inside the sandbox socket() and socketpair()
 work for AF_UNIX only; every other family, known to this kernel or not, fails with EPERM (the
 seccomp filter's answer: the kernel itself says EAFNOSUPPORT for a family it lacks, and before
-issue 35 AF_VSOCK stream and seqpacket sockets opened, a way out of the VM's network namespace).
+the allow-list AF_VSOCK stream and seqpacket sockets opened, a way out of the VM's network namespace).
 
 MBPP and HumanEval code needs no network; the stdlib's own plumbing (socketpair(), asyncio's
 self-pipe, multiprocessing) is AF_UNIX on Linux, and still works.
@@ -12,7 +12,7 @@ import errno
 
 import pytest
 
-from tasks.sandbox import layers, run_python
+from tasks.judge.sandbox import layers, run_python
 
 AF_MAX = 46  # the kernel's families run 0..45 (AF_MCTP) today; a few beyond, for the future
 NAMED = {"AF_UNSPEC": 0, "AF_UNIX": 1, "AF_INET": 2, "AF_AX25": 3, "AF_IPX": 4,

@@ -30,7 +30,7 @@ def test_every_shipped_experiment_is_valid(compose, name):
     (["experiment=smoke", "+seeds=[a]"], "seeds=.* list of ints"),
     (["experiment=smoke", "+grids.0.axes.method.beta=0.1"], "axes"),
     (["eval_splits=[tset]"], "eval_splits has 'tset'"),
-    # nested keys, checked against the signatures of what they configure (issue 20)
+    # nested keys, checked against the signatures of what they configure
     (["experiment=smoke", "+eval.n_prompt=20"], "unknown key 'n_prompt' in eval .*did you mean 'n_prompts'"),
     (["method=grpo", "+method.nosuch=1"], "unknown key 'nosuch' in method \\(methods.grpo.GRPO\\)"),
     (["+task.n_evl=5"], "unknown key 'n_evl' in task \\(tasks.countdown.Countdown\\).*'n_eval'"),
@@ -62,7 +62,7 @@ def test_run_counts_quoted_in_files_and_readme_match_the_plan(compose):
 
 
 def test_a_nested_typo_in_an_experiment_file_fails_at_load(compose, tmp_path):
-    """The case of issue 20: `eval: {n_prompt: 20}` in a file used to start every run, each failing."""
+    """The case this check exists for: `eval: {n_prompt: 20}` in a file used to start every run, each failing."""
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "typo.yaml").write_text(
         "# @package _global_\ngroup: typo\neval: {n_prompt: 20}\ncells:\n  - {label: base, overrides: [method=base]}\n")
@@ -103,7 +103,7 @@ def test_held_out_task_names_are_checked_at_load(compose, override, message):
         validate(compose(override))
 
 
-# Issue 35 items 9 and 16: method values are checked at load, torch-free, with the constructors' own messages.
+# Method values are checked at load, torch-free, with the constructors' own messages.
 VALUE_CASES = [
     (["method=es", "method.sigma=0"], "method.sigma=0 and method.alpha=0.005 must both be > 0"),
     (["method=es", "method.alpha=0"], "method.sigma=0.01 and method.alpha=0 must both be > 0"),

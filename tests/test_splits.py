@@ -1,4 +1,4 @@
-"""Validation never overlaps training (issue 22 item 5): for every conf/task YAML and every source that
+"""Validation never overlaps training: for every conf/task YAML and every source that
 loads offline (local, zoo, fixture, a user file), the prompts of train, validation and test are
 pairwise disjoint, compared by prompt text, by row id where rows have one, and for Countdown by
 problem (the numbers in any order and the target); evaluation-only tasks refuse train and validation.

@@ -258,7 +258,7 @@ def test_curves_get_a_validation_row_only_when_validation_was_measured(tmp_path)
     assert heights["without"] < 0.7 * heights["with"]  # one row of panels, not an empty second one
 
 
-# ---- tools never overwrite committed work (issue 20) ----
+# ---- tools never overwrite committed work ----
 def test_files_are_written_with_the_umask_not_private(tmp_path):
     import os
     import stat
@@ -358,7 +358,8 @@ def test_analyze_writes_to_outputs_and_refuses_a_folder_without_records(tmp_path
     (tmp_path / "results" / "syn").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     assert resolve(root) == (root, Path("outputs/syn"))
-    # a tables folder: its newest experiment under runs/<group>/, and still outputs/, never the folder given
+    # a tables folder: the experiment its versions.json names, and still outputs/, never the folder given
+    (tmp_path / "results" / "syn" / "versions.json").write_text('{"records": {"group": "syn", "stamp": "s"}}')
     assert resolve(tmp_path / "results" / "syn", tmp_path / "runs") == (root, Path("outputs/syn"))
     (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty"), "--sparsity-prompts", "0"]) == 2

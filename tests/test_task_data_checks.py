@@ -1,5 +1,5 @@
-"""A malformed row in a task's data file fails when the task is built, before any model loads
-(issue 35 item 3): one temp file per task, run through run_one with the model loader replaced by
+"""A malformed row in a task's data file fails when the task is built, before any model loads:
+one temp file per task, run through run_one with the model loader replaced by
 one that fails the test, so the TaskDataError must come first; each names file:line and the fix.
 
     python -m pytest tests/test_task_data_checks.py -q

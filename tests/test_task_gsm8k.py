@@ -12,8 +12,8 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-import tasks.bounded
 import tasks.gsm8k
+import tasks.judge.bounded
 import tasks.numerals
 from tasks.base import TaskDataError
 from tasks.gsm8k import GSM8K
@@ -171,7 +171,7 @@ def test_hand_judged_corpus(task):
 
 
 # Each passed the old guard of rule 3 (math-verify); off the main thread math-verify's timeouts are
-# off, and the nesting took 12 s there. Rule 3 now refuses them (tasks/bounded.py), so rule 4 reads
+# off, and the nesting took 12 s there. Rule 3 now refuses them (tasks/judge/bounded.py), so rule 4 reads
 # the last number, the same on any thread.
 EXPLODING = [
     (r"so \boxed{(10^{9999})^{9999}}", "9999"),
@@ -243,7 +243,7 @@ def test_bad_task_path_and_counts(tmp_path):
         GSM8K(n_eval=-1)
 
 
-# ---- issue 35: signs, exact values, hedges, costly LaTeX, regexes on 64k inputs ----
+# ---- robustness: signs, exact values, hedges, costly LaTeX, regexes on 64k inputs ----
 @pytest.mark.parametrize("completion, expected", [
     ("#### \u221218", "-18"),  # U+2212 MINUS SIGN: read as a minus (it scored for 18)
     ("#### \u201318", "-18"),  # en dash

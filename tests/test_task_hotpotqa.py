@@ -122,7 +122,7 @@ def test_reward_is_priced_f1_and_accuracy_is_em(task):
         HotpotQA(reward="bleu")
 
 
-# ---- hedging (issue 35 item 9): official F1 paid 2/(k+1) for k guesses, committing earns 1/k ----
+# ---- hedging: official F1 paid 2/(k+1) for k guesses, committing earns 1/k ----
 @pytest.mark.parametrize("completion, gold, official, reward", [
     ("Answer: Paris", "Paris", 1.0, 1.0),
     ("Answer: Paris London", "Paris", 2 / 3, 1 / 3),            # k=2: 2/(k(k+1)) < 1/k = 0.5

@@ -14,12 +14,12 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 import tasks.answers
-import tasks.bounded
-import tasks.budget
-import tasks.expansion
+import tasks.judge.bounded
+import tasks.judge.budget
+import tasks.judge.expansion
 import tasks.math500
-from tasks import bounded
 from tasks.base import TaskDataError
+from tasks.judge import bounded
 from tasks.math500 import MATH500, last_boxed
 
 CONF = Path(__file__).parents[1] / "conf" / "task" / "math500.yaml"
@@ -39,7 +39,7 @@ HOSTILE = [
     "\\boxed{\x00\udcff}",
 ]
 # Round two: each passed the old guard; on a worker thread, where math-verify's SIGALRM timeouts
-# are off, the first four never returned, and the nesting took 12 s (tasks/bounded.py).
+# are off, the first four never returned, and the nesting took 12 s (tasks/judge/bounded.py).
 EXPLODING = [
     r"\boxed{(10^{9999})^{9999}}",
     r"\boxed{((10^{999})^{999})^{999}}",
@@ -72,7 +72,8 @@ def task():
 
 
 def test_doctests():
-    for module in (tasks.math500, tasks.bounded, tasks.expansion, tasks.answers, tasks.budget):
+    for module in (tasks.math500, tasks.judge.bounded, tasks.judge.expansion, tasks.answers,
+                   tasks.judge.budget):
         assert doctest.testmod(module).failed == 0
 
 
@@ -146,11 +147,11 @@ def test_an_answer_past_the_guard_is_killed_at_the_limit(task, monkeypatch):
     builds 10^(9999*9999)."""
     slow = r"\boxed{(10^{9999}x)^{9999}}"
     assert not bounded.risky(slow[len("\\boxed{"):-1])
-    assert tasks.expansion.costly(slow[len("\\boxed{"):-1])  # refused by the guard that is off
-    monkeypatch.setattr(tasks.bounded, "costly", lambda text: None)
-    tasks.bounded._POOL.close()  # one worker (earlier reward calls started up to four)
+    assert tasks.judge.expansion.costly(slow[len("\\boxed{"):-1])  # refused by the guard that is off
+    monkeypatch.setattr(tasks.judge.bounded, "costly", lambda text: None)
+    tasks.judge.bounded._POOL.close()  # one worker (earlier reward calls started up to four)
     task.is_correct(r"\boxed{1}", answer="1")  # a worker is up: the limit below is all it gets
-    monkeypatch.setattr(tasks.bounded, "LIMIT_S", 1.0)
+    monkeypatch.setattr(tasks.judge.bounded, "LIMIT_S", 1.0)
     before = task.run_info()["math_verify"]
     start = time.monotonic()
     assert scored_within(lambda c: task.is_correct(c, answer="5"), [slow]) == [False]
@@ -185,7 +186,7 @@ def test_concurrent_callers_each_get_their_own_answer(task):
 
 def test_a_dead_worker_is_replaced(task):
     task.is_correct(r"\boxed{1}", answer="1")
-    for worker in list(tasks.bounded._POOL.idle):
+    for worker in list(tasks.judge.bounded._POOL.idle):
         worker.proc.kill()
         worker.proc.wait()
     before = task.run_info()["math_verify"]["timeouts"]
@@ -254,7 +255,7 @@ def test_many_boxes_are_read_in_linear_time(task):
 
 
 
-# ---- issue 35: answers too costly to expand, per-call budgets, relations, hedges, regexes ----
+# ---- robustness: answers too costly to expand, per-call budgets, relations, hedges, regexes ----
 # Each passed the old guard and kept sympy busy until its 5 s limit, one completion after another:
 # sixteen copies in one reward call took 104.9 s, 117.0 s and 109.3 s.
 SLOW = [
@@ -275,7 +276,7 @@ COSTLY = [r"(x+1)^{9999}", r"\sqrt[9999]{2}^{9999}", r"\prod_{k=1}^{9999}k", r"(
 
 @pytest.mark.parametrize("answer", COSTLY + [s[len("\\boxed{"):-1] for s in SLOW])
 def test_the_expansion_guard_refuses_costly_answers(answer):
-    assert tasks.expansion.costly(answer) and bounded.blocked(answer)
+    assert tasks.judge.expansion.costly(answer) and bounded.blocked(answer)
 
 
 @pytest.mark.parametrize("answer", [
@@ -284,7 +285,7 @@ def test_the_expansion_guard_refuses_costly_answers(answer):
     r"\log_2 8", r"(x+1)^{n}", r"2^{\frac{1}{2}}", "1+2+3+4+5+6+7+8+9+10+11+12+13+14+15+16+17+18",
     r"\frac{(x+1)^{2}}{(x-1)^{3}}", r"10^{9999}", r"5x - 7y + 11z + 4 = 0"])
 def test_the_expansion_guard_passes_ordinary_answers(answer):
-    assert tasks.expansion.costly(answer) is None
+    assert tasks.judge.expansion.costly(answer) is None
 
 
 @pytest.mark.parametrize("attack", SLOW)
@@ -300,14 +301,14 @@ def test_sixteen_costly_answers_score_within_seconds(task, attack):
 def test_the_budget_stops_answers_past_every_guard(task, monkeypatch):
     """The backstop for what the guards miss: with the expansion guard off, sixteen copies of an
     answer that takes ~6 s each stop at the call's budget (2 s + 0.25 s each: 6.25 s), counted."""
-    monkeypatch.setattr(tasks.bounded, "costly", lambda text: None)
+    monkeypatch.setattr(tasks.judge.bounded, "costly", lambda text: None)
     task.reward([r"\boxed{1}"] * 8, answer=["1"] * 8)  # four workers up
     before = task.run_info()["math_verify"]
     start = time.monotonic()
     rewards = task.reward([r"\boxed{3}"] + [r"\boxed{(x+1)^{9999}}"] * 16, answer=["3"] * 17)
     took = time.monotonic() - start
     assert rewards == [1.0] + [0.0] * 16  # the gold, first, is graded before the budget ends
-    assert took < tasks.budget.BASE_S + 17 * tasks.budget.PER_COMPLETION_S + 3
+    assert took < tasks.judge.budget.BASE_S + 17 * tasks.judge.budget.PER_COMPLETION_S + 3
     after = task.run_info()["math_verify"]
     assert after["over_budget"] - before["over_budget"] >= 8  # the rest were never started
     assert task.reward([r"\boxed{3}"], answer=["3"]) == [1.0]  # the next call has its own budget

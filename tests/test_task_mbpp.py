@@ -11,13 +11,13 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+import tasks.judge.sandbox
 import tasks.mbpp
-import tasks.sandbox
-from tasks import mbpp_judge
 from tasks.base import TaskDataError
+from tasks.judge import mbpp_judge
+from tasks.judge.mbpp_runner import Unserialisable, encode
+from tasks.judge.sandbox import isolation, run_python
 from tasks.mbpp import MBPP, extract_code
-from tasks.mbpp_runner import Unserialisable, encode
-from tasks.sandbox import isolation, run_python
 
 CONF = Path(__file__).parents[1] / "conf" / "task" / "mbpp.yaml"
 
@@ -48,7 +48,7 @@ def _gone(marker: str, wait_s: float = 3) -> bool:
 
 def test_doctests():
     assert doctest.testmod(tasks.mbpp).failed == 0
-    assert doctest.testmod(tasks.sandbox).failed == 0
+    assert doctest.testmod(tasks.judge.sandbox).failed == 0
 
 
 def test_config_and_splits(task):
@@ -169,11 +169,11 @@ def test_uid_only_fallback_still_contains_programs(monkeypatch):
     """The fallback for root hosts without `unshare`: a dropped uid and rlimits, no namespaces."""
     if os.geteuid() != 0:
         pytest.skip("only root can drop to another uid")
-    fallback = tasks.sandbox._probe(tasks.sandbox._Mode((), tasks.sandbox._mode().python,
-                                                        drop_uid=True))
+    sandbox = tasks.judge.sandbox
+    fallback = sandbox._probe(sandbox._Mode((), sandbox._mode().python, drop_uid=True))
     if fallback is None or "uid-drop" not in fallback.labels:
         pytest.skip("this host cannot run the interpreter as another uid")
-    monkeypatch.setattr(tasks.sandbox, "_mode", lambda: fallback)
+    monkeypatch.setattr(tasks.judge.sandbox, "_mode", lambda: fallback)
     assert run_python("import os\nprint(os.getuid() != 0)").stdout_tail == "True"
     assert not run_python("import os\nos._exit(0)").ok
     marker = "876.543219"
@@ -275,15 +275,15 @@ def test_judge_counts_and_run_info():
 
 
 def test_check_trainable_names_missing_layers(monkeypatch):
-    weak = {**dict.fromkeys(tasks.sandbox.layers(), True), "hidden_fs": False, "no_new_privs": False}
-    monkeypatch.setattr(tasks.sandbox, "layers", lambda: weak)
+    weak = {**dict.fromkeys(tasks.judge.sandbox.layers(), True), "hidden_fs": False, "no_new_privs": False}
+    monkeypatch.setattr(tasks.judge.sandbox, "layers", lambda: weak)
     with pytest.raises(TaskDataError, match="hidden_fs, no_new_privs.*allow_weak_sandbox=true"):
         MBPP().check_trainable()
     MBPP(allow_weak_sandbox=True).check_trainable()
 
 
 def test_sandbox_hides_the_project_and_data():
-    if not tasks.sandbox.layers()["hidden_fs"]:
+    if not tasks.judge.sandbox.layers()["hidden_fs"]:
         pytest.skip(f"no minimal root on this host (isolation: {isolation()})")
     data = str(Path(tasks.mbpp.__file__).parent / "data" / "mbpp" / "mbpp.jsonl")
     code = (f"import os\nprint(os.path.exists({data!r}), os.path.exists({str(CONF)!r}), "

@@ -104,7 +104,7 @@ def test_letters_beyond_the_options_are_no_answer():
     assert parse_letter("Answer: E", 4) is None and parse_letter("Answer: E", 5) == "E"
 
 
-# ---- several letters in one answer span (issue 35 item 8): each once scored as its first letter ----
+# ---- several letters in one answer span: each once scored as its first letter ----
 OPTIONS = ["oven", "refrigerator", "mailbox", "bookshelf", "garden"]
 
 

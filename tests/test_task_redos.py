@@ -1,4 +1,4 @@
-r"""Linear-time grading on 64k-character adversarial answers (issue 35 item 14).
+r"""Linear-time grading on 64k-character adversarial answers.
 
 A regex with two runs that can split the same stretch of text, such as HotpotQA's old marker
 `answer[ \t]*(?:\*\*)?[ \t]*:`, tries every split of a long run of spaces before failing: 4.9 s

@@ -1,6 +1,6 @@
 """Analyse what training did to the model, from stored updates (no retraining): the command line.
 
-    python -m harness.analysis results/quickstart          # a tables folder: its newest runs/<group>/<stamp>
+    python -m harness.analysis results/quickstart          # a tables folder: the runs/<group>/<stamp> its versions.json names
     python -m harness.analysis runs/quickstart/<stamp>     # a records folder
     python -m harness.analysis runs/adhoc/<run>            # one run
     python -m harness.analysis results/quickstart --sparsity-prompts 0     # cheap parts only
@@ -25,7 +25,7 @@ from harness.core.paths import CONF_DIR
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.analysis", description=__doc__.splitlines()[0])
-    ap.add_argument("folder", type=Path, help="results/<group>, runs/<group>/<stamp> or one run folder")
+    ap.add_argument("folder", type=Path, help="results/<group> (the records its versions.json names), runs/<group>/<stamp> or one run folder")
     ap.add_argument("--out", type=Path, help="output folder (default: outputs/<group>)")
     ap.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where records live (default: runs)")
     ap.add_argument("--sparsity-prompts", type=int, help="test prompts per sparsity re-evaluation (0: skip it)")

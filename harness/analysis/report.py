@@ -33,7 +33,7 @@ from harness.reporting.update_claims import refresh_findings, section as claims_
 
 log = logging.getLogger("esbench")
 
-# arXiv 2608.27351 ("Understanding ES for LLM reasoning"), as quoted in issue 12.
+# arXiv 2608.27351 ("Understanding ES for LLM reasoning"): its figures as quoted second-hand.
 PAPER = """## The paper's figures (arXiv 2608.27351)
 
 | finding | model | GRPO | ES |
@@ -54,22 +54,36 @@ class RunSkipped(Exception):
 def resolve(target: Path, runs_dir: Path = Path("runs")) -> tuple[Path, Path]:
     """(records folder, default output folder) for a run folder, a records folder, or a tables folder.
 
-    A tables folder (results/<group>, outputs/<group>) holds no records: its records are the newest
-    experiment folder under runs/<group>/. The output is outputs/<group>/ whatever was given: the
-    curated results/ are rewritten only when --out names them.
+    A tables folder (results/<group>, outputs/<group>) holds no records: its versions.json names the
+    experiment (group and stamp) that made it, and its records are runs/<group>/<stamp> under runs_dir,
+    or an error saying they are not here: never another run's. The output is outputs/<group>/ whatever
+    was given: the curated results/ are rewritten only when --out names them.
     """
     target = Path(target)
     if not target.is_dir():
         raise UpdateError(f"{target} is not a folder; pass results/<group>, runs/<group>/<stamp> or a run folder")
     if (target / RECORD_NAME).is_file() or any(target.rglob(RECORD_NAME)):
         return target, Path("outputs") / output_name(target)
-    group = runs_dir / target.name
-    stamps = sorted((p for p in group.glob("*") if (p / "experiment.json").is_file()), key=lambda p: p.stat().st_mtime) \
-        if group.is_dir() else []
-    if not stamps:
-        raise UpdateError(f"{target} holds no run records and {group}/ has no experiment; pass the records folder "
-                          f"(runs/<group>/<stamp>) or --runs-dir")
-    return stamps[-1], Path("outputs") / output_name(stamps[-1])
+    named = named_records(target)
+    if named is None:
+        raise UpdateError(f"{target} holds no run records and its versions.json does not name the experiment that "
+                          "made it (tables written before it did); pass that experiment's records folder, "
+                          "runs/<group>/<stamp>")
+    folder = runs_dir / named["group"] / named["stamp"]
+    if not (folder / "experiment.json").is_file():
+        raise UpdateError(f"{target} was made from {folder}, which is not here (records are not committed: rerun "
+                          f"the experiment with stamp={named['stamp']}, or pass --runs-dir where they are)")
+    return folder, Path("outputs") / output_name(folder)
+
+
+def named_records(tables: Path) -> dict | None:
+    """{"group", "stamp"} of the experiment a tables folder's versions.json names; None when it names none."""
+    try:
+        rec = json.loads((Path(tables) / "versions.json").read_text()).get("records") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    ok = all(isinstance(rec.get(k), str) and rec[k] and "/" not in rec[k] and rec[k] != ".." for k in ("group", "stamp"))
+    return {"group": rec["group"], "stamp": rec["stamp"]} if ok else None
 
 
 def run_name(r) -> str:

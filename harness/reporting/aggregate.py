@@ -12,7 +12,7 @@ Three frames, each built from the one before, none formatted (harness/reporting/
           counts the runs of the whole grid (grid_ok, grid_planned, grid_<status>), so a choice made
           over a partly failed or interrupted grid is marked like a row with a missing seed.
 
-Runs that did not update (issue 22 item 4). A method whose train summary counts `skipped_updates`
+Runs that did not update. A method whose train summary counts `skipped_updates`
 (ES: every member of an iteration scored the same, so the update was skipped) and `steps` is
 checked per run: skipped == iterations > 0 is NO UPDATE (the weights are the base model's, so its
 numbers are the base model's, not a result); more than half skipped shows the share. The runs frame

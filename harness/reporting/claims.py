@@ -1,4 +1,4 @@
-"""The claims ledger (issue 22 item 8): each published claim, the experiment files that test it, and its verdict.
+"""The claims ledger: each published claim, the experiment files that test it, and its verdict.
 
     python -m harness.reporting.claims                  # results/*/comparisons.csv -> docs/claims.md
     python -m harness.reporting.claims --results R --out F

@@ -1,4 +1,4 @@
-"""Paired comparisons of an experiment's rows, computed from its records (issue 22 item 1; tests issue 33).
+"""Paired comparisons of an experiment's rows, computed from its records (the tests: reporting/stats.py).
 
 The tables put intervals side by side; this pairs. Input: aggregate()'s output (reporting/aggregate.py),
 so the rows compared are the main table's rows, RL grids already reduced to their point chosen on
@@ -82,7 +82,7 @@ N_BOOT = stats.N_BOOT
 SEED = 0
 PAIRED_METRICS = ("greedy_acc", "pass@", "maj@")
 ZERO_AT_BASE = ("kl_to_base",)   # measured against the base: the base's own value is 0 by definition
-PER_PROMPT_SINCE = "per-prompt scores were recorded (issue 22)"
+PER_PROMPT_SINCE = "evaluation recorded per-prompt scores"
 DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
               "spread to estimate (zero width); more seeds are needed")
 NO_PER_PROMPT = "no per-prompt scores in these records (made before {since}); rerun to pair"

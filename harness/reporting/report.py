@@ -280,7 +280,8 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
                                             f"## Summary\n\n{summary}" + heldout_markdown(agg["records"])
                       + heldout_paper_markdown(agg["records"], man.paper_heldout) + notes)
     write_text_atomic(out_dir / "summary.md", f"# {title}: summary\n\n{summary}{notes}")
-    prov = provenance(agg["records"])
+    # which records made these tables, so `python -m harness.analysis <this folder>` reads those and no others
+    prov = provenance(agg["records"]) | {"records": {"group": man.group, "stamp": man.stamp}}
     write_json_atomic(out_dir / "versions.json", prov)
     mixed = mixed_warning(prov)
     if mixed:

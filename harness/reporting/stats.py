@@ -1,4 +1,4 @@
-"""The tests behind the paired comparisons (comparisons.py) and their multiplicity control (issue 33).
+"""The tests behind the paired comparisons (comparisons.py) and their multiplicity control.
 
 One test per comparison row, chosen by the data it pairs:
 - 0/1 outcomes per prompt (greedy correctness; any metric whose per-prompt values are all 0 or 1): the exact

@@ -8,7 +8,7 @@ threads, budget, seeds, axes) have their types checked. The error names the key,
 the nearest valid one. Method, task and eval keys are checked against the signatures of their
 targets, read from source (harness/runner/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
 at load, not in every run; `method.params` must be a named set or a regex that compiles; a
-`model=generic` needs its name_or_path. Values too (issue 35): every int, float and bool key of
+`model=generic` needs its name_or_path. Values too: every int, float and bool key of
 method, task and eval has its annotated type (harness/runner/signatures.py), ES, GRPO and PPO values
 pass their constructors' rules with the constructors' messages (METHOD_RULES; tests/test_schema.py
 checks both give the same line), cells and grids have distinct labels, and `models:` names conf/model

@@ -7,7 +7,7 @@ solutions (rule 1) and 500 boxed GSM8K answers (rule 3, math-verify). Each line 
 versions of the graders). Timing assertions do not belong in unit tests on a shared machine, so
 speed is measured here.
 
-`--attacks` scores each exploding answer of issue 20 (and one that passes tasks/bounded.py's
+`--attacks` scores each exploding answer in ATTACKS (and one that passes tasks/judge/bounded.py's
 guard, to time its limit) on a worker thread (where rewards are computed) and on the main thread,
 each in its own process cut off after --deadline seconds, and prints the result and the time
 ("HUNG" when cut off).

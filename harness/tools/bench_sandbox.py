@@ -8,7 +8,7 @@ Timing assertions do not belong in unit tests on a shared machine, so speed is m
 
     python -m harness.tools.bench_sandbox --n 50
     python -m harness.tools.bench_sandbox --references   # every row's reference solution, judged
-    python -m harness.tools.bench_sandbox --attacks      # the memory and data attacks of issue 20
+    python -m harness.tools.bench_sandbox --attacks      # the memory and data attacks of tests/hostile/
 
 `--references` scores the reference solution of every MBPP row (all splits and the few-shot rows)
 and reports how many tests are judged outside the sandbox (value compared in the harness) vs
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 if __name__ == "__main__" and any(a in ("-h", "--help") for a in sys.argv[1:]):
     _parser().parse_args()  # prints the help and exits, before the imports below (datasets, pandas: 3 s)
 
-from tasks import sandbox
+from tasks.judge import sandbox
 from tasks.mbpp import MBPP
 
 from harness.core import paths

@@ -1,4 +1,4 @@
-# Red-team hack (issue 20, 2b): eight forked children each take 300 MiB, so the program as a
+# Red-team hack (memory across processes): eight forked children each take 300 MiB, so the program as a
 # whole holds 2.4 GiB although every process stays under the 512 MiB address-space limit.
 # Prints how many children held their share; exits non-zero unless all did.
 import os, sys, time

@@ -1,4 +1,4 @@
-# Red-team probe (issue 20, 3): the kernel surface exploits start from. Each attempt prints its
+# Red-team probe: the kernel surface exploits start from. Each attempt prints its
 # outcome as NAME=ok or NAME=<errno name>; a nested user namespace is tried in a forked child,
 # as a completion would (the MBPP runner has threads). Solves nothing.
 import ctypes, errno, os, socket

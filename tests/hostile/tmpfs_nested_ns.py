@@ -1,4 +1,4 @@
-# Red-team hack (issue 20, 2a/3): in a forked child (the MBPP runner has threads, and a threaded
+# Red-team hack (nested namespaces): in a forked child (the MBPP runner has threads, and a threaded
 # process may not unshare a user namespace), unshare a user + mount namespace, map itself root,
 # mount a tmpfs with no size cap and fill it: memory that no per-process limit counts. The child
 # also tries the kernel surface that such a namespace opens (raw and netlink sockets, io_uring).

@@ -12,7 +12,7 @@ there an answer could hang a run for good. Three layers stop that, the same on e
    exponent or a power of a power (`2^{2^{100}}`, `9^9^9`, `9^{9}^{9}`, `(10^{999})^{999}` when the
    base holds no variable); an exponent with five or more digits (`9^{99999}`, `10^{9999\\cdot
    9999}`); a factorial of a five-digit number, of a power, of a factorial or of a bracket holding
-   any of those (`100!!`, `99999!`, `(10^{9})!`, `10^{9}!`). tasks/expansion.py's `costly(text)`
+   any of those (`100!!`, `99999!`, `(10^{9})!`, `10^{9}!`). tasks/judge/expansion.py's `costly(text)`
    refuses what would expand too far: over 100 terms (`(x+1)^{999}`, `(x+y+z)^{99}`), numbers over
    100,000 digits, functions nested over 3 deep, \\sum/\\prod over more than 100 values or to a
    symbolic limit, integrals, root indices over 100. A refused answer scores 0 at once.
@@ -25,7 +25,7 @@ there an answer could hang a run for good. Three layers stop that, the same on e
    space, and exit with the parent: when idle, stdin closes; mid-call, their own CPU limit
    (RLIMIT_CPU, 2 x LIMIT_S per call) ends them even if the parent was SIGKILLed.
 3. A reward call grades its completions through `grade_all`: in parallel on the pool, under one
-   time budget for the call (tasks/budget.py: 2 s + 0.25 s per completion). Past it, the rest
+   time budget for the call (tasks/judge/budget.py: 2 s + 0.25 s per completion). Past it, the rest
    score 0, counted as `over_budget`. Sixteen answers that each ran to LIMIT_S took 16 x 5 s.
 
     python -m pytest tests/test_task_math500.py -q
@@ -44,8 +44,8 @@ import time
 from fractions import Fraction
 
 try:  # the worker runs this file as a script, with the project off its path: it needs neither
-    from tasks import budget
-    from tasks.expansion import costly
+    from tasks.judge import budget
+    from tasks.judge.expansion import costly
 except ImportError:
     budget = costly = None
 
@@ -296,7 +296,7 @@ os.register_at_fork(after_in_child=_POOL.forget)
 
 
 def blocked(text: str) -> bool:
-    """True when either guard refuses `text` (layer 1): `risky`, or tasks/expansion.py's `costly`."""
+    """True when either guard refuses `text` (layer 1): `risky`, or tasks/judge/expansion.py's `costly`."""
     return risky(text) or costly(text) is not None
 
 
@@ -339,7 +339,7 @@ def number(text: str) -> Fraction | float | None:
 
 def grade_all(score, items: list) -> list:
     """[score(item) for item in items] for one reward call: in parallel on the pool's MAX_WORKERS,
-    under one time budget (layer 3, tasks/budget.py)."""
+    under one time budget (layer 3, tasks/judge/budget.py)."""
     return budget.grade_all(score, items, MAX_WORKERS)
 
 

@@ -1,7 +1,7 @@
 """Inside the sandbox: run a candidate program, then each MBPP test call, and emit the results.
 
 Trusted code, but it runs in the same interpreter as the untrusted candidate, so it is never the
-judge: for a test the harness could split (tasks/mbpp_judge.py) it only evaluates the call
+judge: for a test the harness could split (tasks/judge/mbpp_judge.py) it only evaluates the call
 expression and emits the value, encoded as plain tagged JSON; the harness compares that value to
 an expected value that never enters the sandbox. Only a test of another shape runs here as a
 statement ("passed" or "error"). The encoder reads values through the base types' own methods
@@ -11,15 +11,15 @@ the plain data it holds, and any other type is "unserialisable" (the test fails)
 The same runner, with no candidate code and `setup_may_fail`, computes a row's non-literal
 expected values (`sys.getsizeof(...)`) in a clean run of their own (tasks/mbpp.py).
 
-Started by tasks/sandbox_child.py, which passes `esbench_args` ({"code", "setup", "items",
+Started by tasks/judge/sandbox_child.py, which passes `esbench_args` ({"code", "setup", "items",
 optionally "setup_may_fail"}) and `esbench_emit` as globals; both are removed before the candidate
 runs. Stdlib only.
 """
 import builtins
 
-# The judge's own limits (tasks/mbpp_judge.Limits) start from these; sending more would only be
+# The judge's own limits (tasks/judge/mbpp_judge.Limits) start from these; sending more would only be
 # refused there. Before that, the harness reads all records of a run within RESULT_ITEMS JSON
-# items (tasks/sandbox_results.py, ~3 per plain node): a value past ~43k nodes fails there, on the
+# items (tasks/judge/sandbox_results.py, ~3 per plain node): a value past ~43k nodes fails there, on the
 # same "items" limit, without being parsed.
 MAX_DEPTH = 100
 MAX_NODES = 100_000

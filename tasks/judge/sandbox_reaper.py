@@ -1,8 +1,8 @@
 """No sandboxed program outlives its judge: a watchdog per judge process, and a sweep at start-up.
 
-A judge (the harness process running tasks/sandbox.py) names everything a run leaves on the host
+A judge (the harness process running tasks/judge/sandbox.py) names everything a run leaves on the host
 after its own pid: the scratch folder `<tmp>/esbench-sandbox-<pid>-*` (the run's cwd; `work/` in
-it is owned by the run's uid) and the cgroups `esbench-<pid>-*` (tasks/cgroup.py). When the judge
+it is owned by the run's uid) and the cgroups `esbench-<pid>-*` (tasks/judge/cgroup.py). When the judge
 ends normally each run removes its own. When it is SIGKILLed nothing of its own runs, so:
 
 - `judging()` wraps every run. At a judge's first, `start_watchdog()` starts this file as a
@@ -20,7 +20,7 @@ ends normally each run removes its own. When it is SIGKILLed nothing of its own 
   `work/` (as that uid: kill(-1) reaches processes that left the session), and every process in
   the judge's cgroups; then removes the cgroups and the folders.
 
-The sandbox itself adds the fast path (tasks/sandbox.py, tasks/sandbox_child.py): `unshare` runs
+The sandbox itself adds the fast path (tasks/judge/sandbox.py, tasks/judge/sandbox_child.py): `unshare` runs
 with a parent-death signal, and the child re-arms its own after the uid switch, which clears it.
 
 Stdlib only: the watchdog runs as `python -I -S -B`. It assumes one PID namespace per /tmp and
@@ -46,10 +46,11 @@ import time
 
 SCRATCH_PREFIX = "esbench-sandbox-"  # <tmp>/esbench-sandbox-<judge pid>-<random>
 CGROUP_PREFIX = "esbench-"  # <cgroup parent>/esbench-<judge pid>-<random>
-FIRST_SANDBOX_UID = 1_000_000_000  # tasks/sandbox.py draws run uids at or above this
+FIRST_SANDBOX_UID = 1_000_000_000  # tasks/judge/sandbox.py draws run uids at or above this
 _NAMED = re.compile(r"esbench-(?:sandbox-)?(\d+)-[^/]*$")
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the project (for -c)
-_log = logging.getLogger("tasks.sandbox")
+# the project, three levels above tasks/judge/sandbox_reaper.py (for the watchdog's -c)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_log = logging.getLogger("tasks.judge.sandbox")
 _lock = threading.Lock()
 _watchdogs: dict[int, object] = {}  # judge pid -> its watchdog (a forked judge needs its own)
 _in_flight = [0]  # runs started and not yet cleaned up, under _lock
@@ -241,7 +242,7 @@ def _rmdir(path: str) -> bool:
 def start_watchdog(python: str, tmp: str, parents) -> subprocess.Popen | str:
     """Start the watchdog of this judge; the process, or a one-line reason why it could not."""
     code = (f"import sys; sys.path.insert(0, {_ROOT!r}); "
-            "from tasks.sandbox_reaper import main; main(sys.argv[1:])")
+            "from tasks.judge.sandbox_reaper import main; main(sys.argv[1:])")
     try:
         return subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", "-c", code, str(os.getpid()), python, tmp, *parents],

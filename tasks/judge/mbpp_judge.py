@@ -3,7 +3,7 @@
 Most MBPP tests have the shape `assert <call> <op> <expected>` (`==`, `!=`, `<`, `in`, `is None`,
 ...), `assert math.isclose(<call>, <expected>, rel_tol=...)`, `assert <f>(<args>)` or
 `assert not <f>(<args>)`. `plan(test)` parses each test with `ast` into a Check: the sandbox
-evaluates only the call expression (tasks/mbpp_runner.py) and returns its value as tagged JSON;
+evaluates only the call expression (tasks/judge/mbpp_runner.py) and returns its value as tagged JSON;
 `decode` rebuilds plain Python values (never eval) and the Check applies the test's own
 comparison here. `<expected>` is a literal or a builtin constructor of literals (`set([1, 2])`),
 read here; or an expression of builtins, stdlib modules and the row's setup names only
@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tasks import mbpp_runner
+from tasks.judge import mbpp_runner
 
 _OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_,

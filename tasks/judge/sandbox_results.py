@@ -1,6 +1,6 @@
 """Read what a sandboxed run left: its result records within a stated memory bound, and its tails.
 
-The records come as nonce-prefixed JSON lines (tasks/sandbox.py). A completion that finds the
+The records come as nonce-prefixed JSON lines (tasks/judge/sandbox.py). A completion that finds the
 runner's `emit` can write any line it likes, and JSON is cheap to write but dear to build: one
 16 MiB line of `[],[],...` became ~4 million lists, ~350 MiB in the judge per completion, before
 any judge limit looked at it. So the stream is read one line at a time, and a line is refused
@@ -16,11 +16,11 @@ any judge limit looked at it. So the stream is read one line at a time, and a li
   (tests/test_sandbox_result_cap.py measures the worst shapes).
 
 Honest records are far below both: MBPP's largest literal expected value makes a 3.7 KB record
-of 776 items (task 493); the judge's own limits (tasks/mbpp_judge.Limits) then bound the values
+of 776 items (task 493); the judge's own limits (tasks/judge/mbpp_judge.Limits) then bound the values
 rebuilt from them. A plain node takes ~3 items (`["i","1"],`), so a value past ~43k nodes fails
 here on "items", before the judge's own items limit (mbpp_runner.MAX_NODES, 100k) would see it.
 A refused stream keeps the records before the refused line; the judge fails the test that line
-belonged to on the limit (tasks/code_runs.py), and `ok` is False.
+belonged to on the limit (tasks/judge/code_runs.py), and `ok` is False.
 
     python -m pytest tests/test_sandbox_result_cap.py -x -q
 """

@@ -1,9 +1,9 @@
-"""A time budget per reward call for the math-verify workers of tasks/bounded.py.
+"""A time budget per reward call for the math-verify workers of tasks/judge/bounded.py.
 
 Why: each answer's math-verify call is cut off at bounded.LIMIT_S (5 s), but sixteen answers that
-each run to that limit cost 16 x 5 s, one after another (issue 35: 105-117 s for sixteen copies of
-one answer in one MATH-500 reward call). `grade_all(score, items, threads)` scores the items of one
-reward call on up to `threads` threads, so the worker pool grades them in parallel, and gives them
+each run to that limit cost 16 x 5 s, one after another (one MATH-500 reward call holding sixteen
+copies of one such answer took 105-117 s). `grade_all(score, items, threads)` scores the items of
+one reward call on up to `threads` threads, so the worker pool grades them in parallel, and gives them
 one Budget of BASE_S + PER_COMPLETION_S per item (6 s for 16; an ordinary answer takes 10-50 ms).
 The budget is thread-local, so bounded.py's pool sees it on every thread of the call: a worker call
 starts only while time is left and runs for at most min(LIMIT_S, time left). Past the deadline the

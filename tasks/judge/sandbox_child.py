@@ -1,14 +1,14 @@
 """The first thing that runs inside the sandbox: confine this process, then run the given script.
 
-Started by tasks/sandbox.py inside fresh namespaces as `python -I -S -B -u -c <boot>`, where boot
+Started by tasks/judge/sandbox.py inside fresh namespaces as `python -I -S -B -u -c <boot>`, where boot
 reads this file's source from stdin's first line (so no host path shows in argv, /proc/1/cmdline
 or a code object), it reads one JSON payload from the rest of stdin and, before any untrusted code
 runs:
 
-1. cgroup: joins the run's cgroup(s) (tasks/cgroup.py), so one memory and pids ceiling covers
+1. cgroup: joins the run's cgroup(s) (tasks/judge/cgroup.py), so one memory and pids ceiling covers
    every process it will start and every tmpfs page they write;
 2. filesystem: in its own mount namespace, builds a minimal root on a small tmpfs and pivots into
-   it: only what the interpreter loads (tasks/sandbox_root.py: its binary, stdlib, lib-dynload
+   it: only what the interpreter loads (tasks/judge/sandbox_root.py: its binary, stdlib, lib-dynload
    and shared-library directories, /bin/sh and /bin/sleep) bound read-only and nosuid at the same
    paths, every site-packages below them covered by an empty tmpfs, a few /dev nodes, a fresh
    /proc, and one size-capped tmpfs shared by /tmp, /dev/shm and the home dir. The project, its
@@ -23,7 +23,7 @@ runs:
    say: it reads 0 in a PID namespace), and the child exits;
 5. no_new_privs (prctl), so no later execve can gain privileges;
 6. rlimits, set after the switch so the code cannot raise them;
-7. seccomp: the filter tasks/seccomp.py assembled (no new namespaces, mounts, ptrace, keyrings,
+7. seccomp: the filter tasks/judge/seccomp.py assembled (no new namespaces, mounts, ptrace, keyrings,
    io_uring, bpf, sockets other than AF_UNIX), installed last because the steps above need some
    of those calls;
 

@@ -3,7 +3,7 @@ from.
 
 `layout(python)` asks the sandbox interpreter itself (run once, `-I -S`, outside the sandbox)
 what it loads: its binary, its stdlib and lib-dynload directories (sys.path without site), and the
-shared libraries mapped after importing every lib-dynload module. tasks/sandbox_child.py binds
+shared libraries mapped after importing every lib-dynload module. tasks/judge/sandbox_child.py binds
 exactly these read-only at the same paths in the new root, recreating every symlink on the way
 (/lib -> usr/lib, the ELF interpreter's /lib64/ld-linux-*.so), plus /bin/sh and /bin/sleep for
 os.system and subprocess. A library is exposed as its whole directory (glibc dlopens siblings

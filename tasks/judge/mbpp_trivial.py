@@ -9,7 +9,7 @@ A row is degenerate when one of these passes every test (the function is `def f(
 - `return not <any of the above but the constant>`.
 
 `trivial_answer(checks)` finds the first one that passes, by evaluating it here, in the harness,
-against the row's planned checks (tasks/mbpp_judge.py): the value side of a test is the tested
+against the row's planned checks (tasks/judge/mbpp_judge.py): the value side of a test is the tested
 call with literal arguments, possibly wrapped in a builtin constructor (`set(f(x))`, `bool(f(x))`
 for `assert f(x)`), so the answer's value for that test is computed here from the test's own
 literals, sent through the runner's encoding as a sandbox value would be, and judged by the
@@ -27,7 +27,7 @@ import builtins
 import operator
 from typing import Callable
 
-from tasks import mbpp_judge, mbpp_runner
+from tasks.judge import mbpp_judge, mbpp_runner
 
 _WRAPPERS = {**mbpp_judge._CONSTRUCTORS, "bool": bool}  # pure builtins the value side may apply
 _BUILTIN_NAMES = frozenset(dir(builtins))

@@ -1,6 +1,6 @@
 """The expansion-size guard: refuse an answer whose sympy work can be bounded up front and is too big.
 
-tasks/bounded.py's `risky` refuses the shapes that never finish (power towers, huge exponents,
+tasks/judge/bounded.py's `risky` refuses the shapes that never finish (power towers, huge exponents,
 factorials of powers). Shapes that pass it could still keep sympy busy until the 5 s limit: math-verify
 expands and simplifies, and that work grows with the expanded size of the answer. Timed on one worker
 (2-core machine): `(x+1)^{999}` > 5 s (1,000 terms), `(x+y+z)^{99}` > 5 s (5,151 terms),
@@ -38,7 +38,7 @@ MAX_RANGE = 100  # values a \sum or \prod runs over
 MAX_ROOT_INDEX = 100  # \sqrt[99]{2}^{99} 0.05 s; \sqrt[999]{2}^{999} 0.9 s
 MAX_BINOMIAL = 9999  # \binom{9999}{5000} 0.06 s; \binom{99999}{50000} 1.0 s
 MAX_NESTING = 64  # brackets and arguments: risky() refuses brackets past 8; this bounds recursion
-MAX_CHARS = 1000  # as tasks/bounded.py's: what this scan is written for
+MAX_CHARS = 1000  # as tasks/judge/bounded.py's: what this scan is written for
 BIG = 10 ** 18  # every bound is capped here: big enough to exceed each limit
 
 FUNCTIONS = frozenset(

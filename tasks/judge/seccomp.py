@@ -2,7 +2,7 @@
 surface untrusted code has no use for.
 
 `program()` returns the filter as bytes (an array of `struct sock_filter`) for this machine's
-architecture, or None where no syscall table is known; tasks/sandbox_child.py installs it with
+architecture, or None where no syscall table is known; tasks/judge/sandbox_child.py installs it with
 prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER) after its own setup (mounts, pivot, uid switch,
 no_new_privs) and before the untrusted code runs. No third-party binding is needed: the program is
 a few dozen 8-byte instructions.

@@ -2,7 +2,7 @@
 
 RLIMIT_AS limits each process, so forked children (or tmpfs pages, which belong to no process)
 multiply it. A cgroup counts every process of the program, and every page it creates, against one
-limit. tasks/sandbox.py creates one per run below the harness's own cgroup (so the host's limits
+limit. tasks/judge/sandbox.py creates one per run below the harness's own cgroup (so the host's limits
 on the harness still apply above it), with:
 
 - v2 (`/sys/fs/cgroup` is cgroup2, with memory and pids delegated to the harness's cgroup):
@@ -13,7 +13,7 @@ on the harness still apply above it), with:
   does not account swap the host must have none), and pids.max.
 
 The sandboxed program joins by writing "0" to each `procs` file before it drops root
-(tasks/sandbox_child.py), so nothing untrusted ever runs outside it. After the run `destroy()`
+(tasks/judge/sandbox_child.py), so nothing untrusted ever runs outside it. After the run `destroy()`
 kills whatever is left in it and removes it. `backend()` says why not when the host has neither
 (no cgroup filesystem, controllers not delegated, not writable): the sandbox then reports the
 "cgroup" layer missing.

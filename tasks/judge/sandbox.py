@@ -1,12 +1,12 @@
 """Run untrusted (model-written) Python in a throwaway, resource-limited process.
 
 Nothing from a completion is ever eval'd or exec'd in the harness process. Each run starts
-tasks/sandbox_child.py with the strongest isolation this host allows, probed once and reported by
+tasks/judge/sandbox_child.py with the strongest isolation this host allows, probed once and reported by
 `isolation()` (labels) and `layers()` (a dict of every layer, True when active):
 
 - as root with util-linux `unshare` (the Linux dev box and most containers): new network (loopback
   only), PID, mount, IPC and UTS namespaces; inside, the child joins the run's cgroup, pivots into
-  a minimal root (only what the interpreter loads, read-only: tasks/sandbox_root.py; no /usr as a
+  a minimal root (only what the interpreter loads, read-only: tasks/judge/sandbox_root.py; no /usr as a
   whole, no site-packages, project, data files or homes; /tmp, /dev/shm and HOME on one
   size-capped private tmpfs that dies with the run), switches to a random unprivileged uid/gid per
   call (so RLIMIT_NPROC, which root ignores, stops fork bombs), sets no_new_privs and rlimits, and
@@ -17,19 +17,19 @@ tasks/sandbox_child.py with the strongest isolation this host allows, probed onc
   otherwise what of those the host allows. `layers()` says which are missing; `missing_layers()`
   lists the ones training requires (REQUIRED).
 
-One memory ceiling per program: each run gets its own cgroup (tasks/cgroup.py; v2, or v1's
+One memory ceiling per program: each run gets its own cgroup (tasks/judge/cgroup.py; v2, or v1's
 memory+memsw and pids hierarchies) limiting all its processes together, and the tmpfs pages they
 write, to `memory_mb` with no swap, and its tasks to `nproc`. RLIMIT_AS alone was per process: 8
 forked children of 300 MiB took 2.4 GiB. A run the kernel OOM-killed is not ok.
 
-Seccomp (tasks/seccomp.py, a hand-assembled classic BPF filter installed with prctl, no binding
+Seccomp (tasks/judge/seccomp.py, a hand-assembled classic BPF filter installed with prctl, no binding
 needed): no new namespaces (unshare, setns, clone with CLONE_NEW*; a nested user namespace had
 full capabilities, could mount an uncapped tmpfs and open raw sockets), no mounts, ptrace,
 keyrings, io_uring, bpf, perf events, userfaultfd, and sockets of AF_UNIX only (an allow-list:
 AF_VSOCK slipped past the old deny-list); each fails with EPERM. Required where a filter exists
 for the architecture (x86_64, aarch64).
 
-Nothing outlives the judge (tasks/sandbox_reaper.py): `unshare` gets a parent-death signal, the
+Nothing outlives the judge (tasks/judge/sandbox_reaper.py): `unshare` gets a parent-death signal, the
 child re-arms its own after the uid switch (which clears it), a watchdog process sweeps a killed
 judge's sandboxes, cgroups and scratch folders, and the first run in a process sweeps those of
 judges whose pid is dead.
@@ -40,11 +40,11 @@ of PATH, HOME, TMPDIR and LANG only, stdin a private unlinked file the child rea
 and, when a uid is dropped, every process of that uid.
 
 Results travel on an inherited fd as nonce-prefixed JSON lines that the child and trusted runner
-scripts write, read within a byte and item budget before parsing (tasks/sandbox_results.py); the
+scripts write, read within a byte and item budget before parsing (tasks/judge/sandbox_results.py); the
 code's stdout is never parsed. `ok` means the child's `done` record arrived (the code
 ran to its end), exactly once, after exit status 0 with stdout and stderr still open. Code that
 inspects the interpreter's memory could find the nonce; judges must therefore compare values in
-the harness (tasks/mbpp_judge.py) rather than trust a pass/fail the sandbox reports.
+the harness (tasks/judge/mbpp_judge.py) rather than trust a pass/fail the sandbox reports.
 
     python -m pytest tests/test_task_mbpp.py tests/test_sandbox_hostile.py -q
 """
@@ -64,7 +64,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks import cgroup, sandbox_reaper, sandbox_results, sandbox_root, seccomp
+from tasks.judge import cgroup, sandbox_reaper, sandbox_results, sandbox_root, seccomp
 
 SCRATCH_MB = 64  # /tmp + /dev/shm + HOME together, on a tmpfs that dies with the run
 _UID_RANGE = (sandbox_reaper.FIRST_SANDBOX_UID, 2_000_000_000)  # far above real and subuid ranges
@@ -102,7 +102,7 @@ class SandboxResult:
     layers: dict = field(default_factory=dict)  # what the child says it applied
     peak_memory_mb: float | None = None  # the run's cgroup at its fullest (None: no cgroup)
     out_of_memory: bool = False  # the kernel killed a process at the run's memory ceiling
-    # The result-stream limit a record passed (tasks/sandbox_results.py: "bytes" or "items") and
+    # The result-stream limit a record passed (tasks/judge/sandbox_results.py: "bytes" or "items") and
     # why; `records` then hold only the records before it, and `ok` is False.
     over_limit: str | None = None
     over_limit_reason: str = ""
@@ -116,8 +116,8 @@ class _Mode:
     drop_uid: bool = False  # a random uid per call (root only)
     drop_caps: bool = False  # root of a user namespace: drop capabilities instead
     fs: bool = False  # the minimal root; needs a mount namespace we may mount in
-    cgroup: bool = False  # one cgroup per run (tasks/cgroup.py)
-    seccomp: bool = False  # the seccomp filter (tasks/seccomp.py)
+    cgroup: bool = False  # one cgroup per run (tasks/judge/cgroup.py)
+    seccomp: bool = False  # the seccomp filter (tasks/judge/seccomp.py)
     parent_death: bool = False  # the child dies with its parent, re-armed after the uid switch
 
 
@@ -292,7 +292,7 @@ def _run_once(mode: _Mode, script: str, args, timeout_s: float, memory_mb: int, 
         runtime = None  # the probe then sees hidden_fs fail
     group = None
     if mode.cgroup:
-        try:  # named for the judge (tasks/sandbox_reaper.py); the program can read this name
+        try:  # named for the judge (tasks/judge/sandbox_reaper.py); the program can read this name
             group = cgroup.Cgroup(cgroup.backend(),
                                   f"esbench-{os.getpid()}-{rng.getrandbits(48):012x}",
                                   memory_mb << 20, nproc)
@@ -371,7 +371,7 @@ def _start(mode: _Mode, payload: dict, work: Path, out, err, res,
     the code could read later, and the result file is passed as an inherited fd. So is the pipe
     `alive`: the child closes its write end, so the read end sees EOF once this judge (and an
     `unshare` between, which inherits a copy) has ended; the child checks it after re-arming its
-    parent-death signal (tasks/sandbox_child.py), since getppid() reads 0 in a PID namespace."""
+    parent-death signal (tasks/judge/sandbox_child.py), since getppid() reads 0 in a PID namespace."""
     # With the minimal root the child moves to /home/sandbox before any code runs; these are the
     # values /proc/self/environ keeps, so they name no host folder either.
     home = ("/home/sandbox", "/tmp") if mode.fs else (str(work), str(work))
