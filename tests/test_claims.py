@@ -48,12 +48,14 @@ def test_a_row_decides_its_claim(tmp_path, interval, word):
 
 
 def test_every_model_must_agree_and_one_against_contradicts(tmp_path):
+    """Q4 (robust across models) is decided per model, unlike Q1's average."""
     write(tmp_path, "qiu2025_table1_cpu", [row("zoo-100k", "ES vs Original", "greedy_acc", 0.05, 0.01, 0.09),
                                           row("zoo-1m", "ES vs Original", "greedy_acc", 0.01, -0.02, 0.04)])
-    assert verdict(tmp_path, "Q1").word == "not detected"
+    assert verdict(tmp_path, "Q4").word == "not detected"
     write(tmp_path, "qiu2025_table1_cpu", [row("zoo-100k", "ES vs Original", "greedy_acc", 0.05, 0.01, 0.09),
                                           row("zoo-1m", "ES vs Original", "greedy_acc", -0.05, -0.09, -0.01)])
-    assert verdict(tmp_path, "Q1").word == "contradicted"
+    assert verdict(tmp_path, "Q4").word == "contradicted"
+    assert verdict(tmp_path, "Q1").word == "not detected"            # their mean, 0.0 [-5.0, +5.0], spans 0
 
 
 def test_not_run_says_why_and_how(tmp_path):
@@ -96,7 +98,8 @@ def test_es_pattern_leaves_the_sequential_rows_out(tmp_path):
     write(tmp_path, "es_variants_cpu", [row("ladder-100k", "ES then GRPO vs Original", "pass@1", -0.1, -0.2, -0.05),
                                        row("ladder-100k", "GRPO then ES vs Original", "pass@1", 0.1, 0.05, 0.2),
                                        row("ladder-100k", "GRPO then ES vs Original", "pass@16", 0.1, 0.05, 0.2)])
-    assert claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu").word == "supported"
+    v = claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu")
+    assert v.word == "not decidable from comparisons" and not v.rows     # against base decides nothing now
     assert claims.select(pd.read_csv(tmp_path / "es_variants_cpu" / "comparisons.csv"),
                          claims.Check("trained vs base", claims.ES, "pass@1")).empty
 
@@ -204,8 +207,10 @@ def test_not_testable_is_its_own_reason(tmp_path):
     assert v.word == "not testable" and "predate" not in v.detail and "not testable" in v.detail
     tested = row("zoo-100k", "ES vs Original", "greedy_acc", 0.05, 0.01, 0.09, p=0.001, p_bh=0.01)
     write(tmp_path, "qiu2025_table1_cpu", [tested, same])
-    v = verdict(tmp_path, "Q1")
+    v = verdict(tmp_path, "Q4")
     assert v.word == "not detected" and "1 not testable" in v.detail and "predate" not in v.detail
+    v = verdict(tmp_path, "Q1")                       # a model without an interval leaves no average to test
+    assert v.word == "not testable" and "no average: zoo-1m has no interval (not testable" in claims.quote(v.rows[0])
 
 
 def test_nominal_only_rows_decide_nothing_in_the_custom_rules(tmp_path):
@@ -224,3 +229,166 @@ def test_nominal_only_rows_decide_nothing_in_the_custom_rules(tmp_path):
             p_bh=0.060)])
     v = claims.verdict(CLAIM["1.5B"], tmp_path, "scale_ladder_cpu")
     assert v.word == "not detected" and "ladder-750k 0 (a nominal-only gain: BH p 0.060)" in v.detail
+
+
+# ---- the restated rules: hand-made rows, values computed by hand
+
+def test_q1_is_decided_on_the_mean_over_models(tmp_path):
+    """Means 4 and 2 points, 95% half-widths 3 and 4: mean 3.0, half-width 1.96 x sqrt(1.53^2 + 2.04^2) / 2 =
+    sqrt(3^2 + 4^2) / 2 = 2.5 points, so [+0.5, +5.5]: supported, though zoo-1m's own row spans 0 (Q4 is not)."""
+    write(tmp_path, "qiu2025_table1_cpu", [row("zoo-100k", "ES vs Original", "greedy_acc", 0.04, 0.01, 0.07),
+                                          row("zoo-1m", "ES vs Original", "greedy_acc", 0.02, -0.02, 0.06)])
+    v = verdict(tmp_path, "Q1")
+    assert v.word == "supported" and not v.uncorrected
+    mean = v.rows[0]
+    assert mean["difference"] == pytest.approx(0.03) and mean["ci_low"] == pytest.approx(0.005, abs=1e-9)
+    assert mean["ci_high"] == pytest.approx(0.055, abs=1e-9)
+    assert "mean over 2 models (zoo-100k, zoo-1m), greedy_acc, ES vs Original: +3.0 points [+0.5, +5.5]" in \
+        claims.quote(mean)
+    assert "normal p = 0.019" in claims.quote(mean)                  # z = 0.03 / 0.012755 = 2.352
+    assert [r["model"] for r in v.rows[1:]] == ["zoo-100k", "zoo-1m"]  # the rows it came from, listed beneath
+    assert verdict(tmp_path, "Q4").word == "not detected"
+    write(tmp_path, "qiu2025_table1_cpu", [row("zoo-100k", "ES vs Original", "greedy_acc", -0.04, -0.07, -0.01),
+                                          row("zoo-1m", "ES vs Original", "greedy_acc", -0.02, -0.06, 0.02)])
+    assert verdict(tmp_path, "Q1").word == "contradicted"             # [-5.5, -0.5]
+
+
+def test_q3_averages_each_grpo_column_apart_with_holm_over_the_columns(tmp_path):
+    """Means 3.2 and 2.0 (half-widths 3 and 4): mean 2.6, SE 1.2755, z = 2.038, p = 0.042: detected for one column,
+    not for two identical ones (Holm: 2 x 0.042 = 0.083); GRPO-LoRA and GRPO then ES are not GRPO columns."""
+    def grpo(col, model, d, lo, hi):
+        return row(model, f"{col} (chosen on validation: {col} beta=0.001) vs Original", "greedy_acc", d, lo, hi)
+    g8 = [grpo("GRPO(8)", "zoo-100k", 0.032, 0.002, 0.062), grpo("GRPO(8)", "zoo-1m", 0.02, -0.02, 0.06)]
+    noise = [grpo("GRPO-LoRA", "zoo-1m", -0.2, -0.3, -0.1), row("zoo-1m", "GRPO then ES vs Original", "greedy_acc",
+                                                                -0.2, -0.3, -0.1)]
+    write(tmp_path, "qiu2025_table1_cpu", g8 + noise)
+    v = verdict(tmp_path, "Q3")
+    assert v.word == "supported" and "normal p = 0.042" in claims.quote(v.rows[0])
+    g30 = [dict(r, comparison=r["comparison"].replace("GRPO(8)", "GRPO(30)")) for r in g8]
+    write(tmp_path, "qiu2025_table1_cpu", g8 + g30 + noise)
+    v = verdict(tmp_path, "Q3")
+    assert v.word == "not detected" and "Holm p = 0.083 over 2 columns" in claims.quote(v.rows[0])
+    assert "p < 0.05, not after Holm" in claims.quote(v.rows[0])
+
+
+def test_q1_with_one_model_is_that_models_row(tmp_path):
+    write(tmp_path, "qiu2025_table1_cpu", [row("zoo-1m", "ES vs Original", "greedy_acc", 0.02, -0.01, 0.05)])
+    v = verdict(tmp_path, "Q1")
+    assert v.word == "not detected" and len(v.rows) == 1 and v.rows[0]["model"] == "zoo-1m" and v.uncorrected
+
+
+VARIANTS = ("ES antithetic", "GRPO then ES", "ES norms only", "ES then GRPO", "ES population=10", "GRPO-LoRA")
+
+
+@pytest.mark.parametrize("claim", ["Q1", "C1", "C2"])
+def test_variant_and_sequential_labels_never_decide_es_or_grpo_claims(tmp_path, claim):
+    grpo = "GRPO(8) (chosen on validation: GRPO(8) beta=0.001 learning_rate=3e-05) vs Original"
+    rows = [row(m, "ES vs Original", k, 0.01, -0.01, 0.03) for m in ("zoo-100k", "zoo-1m")
+            for k in ("greedy_acc", "pass@1", "pass@16")]
+    rows += [row(m, grpo, "pass@1", 0.05, 0.02, 0.08) for m in ("zoo-100k", "zoo-1m")]
+    rows += [row(m, grpo, "pass@16", -0.01, -0.03, 0.01) for m in ("zoo-100k", "zoo-1m")]
+    write(tmp_path, "qiu2025_table1_cpu", rows)
+    before = verdict(tmp_path, claim)
+    extra = [row(m, f"{label} vs Original", k, d, d - 0.02, d + 0.02) for m in ("zoo-100k", "zoo-1m")
+             for label in VARIANTS for k in ("greedy_acc", "pass@1", "pass@16") for d in (0.2, -0.2)]
+    write(tmp_path, "qiu2025_table1_cpu", rows + extra)
+    after = verdict(tmp_path, claim)
+    assert [(r["model"], r["comparison"], r["metric"]) for r in after.rows] == \
+        [(r["model"], r["comparison"], r["metric"]) for r in before.rows]
+    assert after.word == before.word and after.rows
+
+
+def test_c1_counts_models_below_base_against_15_of_18(tmp_path):
+    grpo = "GRPO vs base"
+    models = ("zoo-100k", "zoo-1m", "zoo-4m")
+
+    def passk(signs, one=1):
+        rows = [row(m, grpo, "pass@1", one * 0.05, one * 0.05 - 0.02, one * 0.05 + 0.02) for m in models]
+        rows += [row(m, grpo, "pass@16", s * 0.05, s * 0.05 - 0.02, s * 0.05 + 0.02) if s else
+                 row(m, grpo, "pass@16", 0.0, -0.02, 0.02) for m, s in zip(models, signs)]
+        write(tmp_path, "quickstart", rows)
+        return claims.verdict(CLAIM["C1"], tmp_path, "quickstart")
+    v = passk((-1, -1, 0))                       # 2 of 3 below: a majority, where "every model" said not detected
+    assert v.word == "supported" and "pass@16 detected below base on 2 of 3" in v.detail and "15 of 18" in v.detail
+    assert "pass@1 detected above base on 3 of 3 models" in v.detail
+    assert passk((-1, 0, 0)).word == "not detected"                  # 1 of 3
+    assert passk((1, 1, -1)).word == "contradicted"                  # above base on a majority
+    assert passk((-1, -1, -1), one=-1).word == "contradicted"        # pass@1 below base
+
+
+@pytest.mark.parametrize("high, p, word", [(0.009, None, "supported"), (0.01, None, "not detected"),
+                                           (0.011, None, "not detected"), (0.06, 0.001, "contradicted")])
+def test_c8_is_non_superiority_within_one_point(tmp_path, high, p, word):
+    """Supported when every upper 95% bound is below +1 point (strictly); an interval spanning 0 with a higher
+    upper bound is not evidence of no gain; a row detected above full ES contradicts."""
+    kind = "variant vs full ES"
+    other = row("ladder-100k", "ES antithetic vs ES full", "greedy_acc", -0.01, -0.03, 0.005, kind=kind, pairing=SEED,
+                p=0.3 if p else None, p_bh=0.4 if p else None)
+    lo = 0.02 if p else -0.03
+    mine = row("ladder-300k", "ES antithetic vs ES full", "greedy_acc", (lo + high) / 2, lo, high, kind=kind,
+               pairing=SEED, p=p, p_bh=0.01 if p else None)
+    distractor = row("ladder-300k", "ES antithetic vs Original", "greedy_acc", 0.2, 0.1, 0.3, pairing=SEED)
+    write(tmp_path, "es_variants_cpu", [other, mine, dict(distractor, p_value=p, p_bh=0.01 if p else None)])
+    v = claims.verdict(CLAIM["C8"], tmp_path, "es_variants_cpu")
+    assert v.word == word and len(v.rows) == 2
+    if word != "contradicted":
+        assert "below the +1-point margin on" in v.detail
+
+
+@pytest.mark.parametrize("low, word", [(-0.009, "supported"), (-0.011, "not detected"), (-0.05, "contradicted")])
+def test_c9_is_non_inferiority_to_grpo_and_to_es_within_one_point(tmp_path, low, word):
+    """GRPO then ES against GRPO on pass@1 and against ES full on the largest pass@k: lower bounds above -1 point
+    support it; one detected below (here [-5.0, -3.0] points) contradicts; its rows against base decide nothing."""
+    high = -0.03 if word == "contradicted" else 0.02
+    rows = [row("ladder-100k", "GRPO then ES vs GRPO", "pass@1", (low + high) / 2, low, high, kind="sequential vs RL"),
+            row("ladder-100k", "GRPO then ES vs ES full", "pass@16", 0.01, -0.005, 0.025, kind="variant vs full ES"),
+            row("ladder-100k", "GRPO then ES vs Original", "pass@1", -0.2, -0.3, -0.1),
+            row("ladder-100k", "GRPO then ES vs ES full", "pass@4", -0.2, -0.3, -0.1, kind="variant vs full ES")]
+    write(tmp_path, "es_variants_cpu", rows)
+    v = claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu")
+    assert v.word == word
+    assert [(r["comparison"], r["metric"]) for r in v.rows] == [("GRPO then ES vs GRPO", "pass@1"),
+                                                                ("GRPO then ES vs ES full", "pass@16")]
+
+
+def test_c9_without_a_grpo_comparison_names_it(tmp_path):
+    es_side = row("ladder-100k", "GRPO then ES vs ES full", "pass@16", 0.01, -0.005, 0.025, kind="variant vs full ES")
+    write(tmp_path, "es_variants_cpu", [es_side])
+    v = claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu")
+    assert v.word == "not decidable from comparisons"
+    assert "no 'GRPO then ES vs GRPO' row on pass@1" in v.detail and "no GRPO cell" in v.detail
+    write(tmp_path, "es_variants_cpu", [dict(es_side, difference=-0.05, ci_low=-0.07, ci_high=-0.03)])
+    assert claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu").word == "contradicted"   # one end already lost
+
+
+def test_c7_uses_the_half_point_criterion_where_the_rows_allow_it(tmp_path):
+    """N=10 within 0.5 points of N=30 at 0.75M (lower bound -0.4) and detected below it at 0.1M: supported; the
+    other way round: contradicted. This file matches FLOPs, the note updates, and the verdict says so."""
+    kind, comp = "population N vs N=30", "ES population=10 vs ES population=30"
+    short = row("ladder-100k", comp, "greedy_acc", -0.05, -0.09, -0.01, kind=kind, pairing=SEED)
+    enough = row("ladder-750k", comp, "greedy_acc", 0.005, -0.004, 0.014, kind=kind, pairing=SEED)
+    write(tmp_path, "population_cpu", [short, enough])
+    v = claims.verdict(CLAIM["C7"], tmp_path, "population_cpu")
+    assert v.word == "supported" and "ladder-750k: N = 10 within 0.5 points" in v.detail
+    assert "cannot be applied" not in v.detail and "matches FLOPs where NOTE-076 matches updates" in v.detail
+    write(tmp_path, "population_cpu", [dict(short, model="ladder-750k"), dict(enough, model="ladder-100k")])
+    assert claims.verdict(CLAIM["C7"], tmp_path, "population_cpu").word == "contradicted"
+    write(tmp_path, "population_cpu", [short, dict(enough, ci_low=-0.006)])   # -0.6: the weaker reading decides
+    v = claims.verdict(CLAIM["C7"], tmp_path, "population_cpu")
+    assert v.word == "supported" and "cannot be applied" in v.detail and "weaker reading" in v.detail
+    write(tmp_path, "population", [short, enough])                       # the GPU file matches updates
+    assert "matches FLOPs" not in claims.verdict(CLAIM["C7"], tmp_path, "population", gpu=True).detail
+
+
+def test_every_verdict_line_says_what_it_came_from(tmp_path):
+    results = write(tmp_path / "results", "population_cpu", [
+        row(m, "ES population=10 vs ES population=30", "greedy_acc", -0.01, -0.04, 0.02,
+            kind="population N vs N=30", pairing=SEED) for m in ("ladder-100k", "ladder-750k")])
+    v = claims.verdict(CLAIM["C7"], results, "population_cpu")
+    assert v.basis == ("models ladder-100k, ladder-750k; 3 seeds; 200 test prompts; paired by seed (Student-t); "
+                       "budget: flops (equal FLOPs)")
+    text = claims.ledger(results, tmp_path / "docs" / "claims.md")
+    assert f"**not detected** (uncorrected: records needed to apply BH): {v.detail}. From {v.basis} ([" in text
+    assert claims.budget("population") == {"kind": "updates", "updates": 300, "own": True}
+    assert claims.budget_text(claims.budget("population")) == \
+        "budget: updates (300 updates a run; some cells set their own: read the file)"
