@@ -20,6 +20,11 @@ Methods are data as well as code. Every method class declares
                 price and its comparisons without an edit in harness/ (tests/test_toy_method.py).
 and, through ConfiguredMethod, `config_class` (its hyperparameters' dataclass, whose defaults the planner
 reads without building the method) and `weights_in_driver` (facts.trains_in_driver for its config).
+The shipped methods keep their config dataclass and their facts in a light module beside them
+(methods/es_config.py beside methods/es.py; module `a.b` -> `a.b_config`, whose METHOD_CONFIGS and
+METHOD_FACTS map the class name to them: methods/config_common.py), importable without torch, so the config
+check builds the config and the planner prices the method before torch loads; a method without one (a
+plugin) has its keys read from its source and its facts from its imported class.
 
 `train(policy, task, ledger, run_dir)` trains `policy.model` in place on `task.load("train")` and
 returns a summary dict (at least "steps", "resumed_from", "flops", "samples", "wall_s"). It calls
@@ -39,8 +44,9 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from harness.core.budget import Ledger
-from harness.core.method_facts import REFERENCE, MethodFacts
+from harness.core.method_facts import MethodFacts
 from harness.core.policy import Policy
+from methods.base_config import BASE_FACTS
 from tasks.base import Task
 
 __all__ = ["MethodFacts", "Method", "ConfiguredMethod", "Base"]
@@ -125,7 +131,7 @@ class Base(ConfiguredMethod):
     name = "base"
     label_keys = ()
     trains = False
-    facts = MethodFacts(family=REFERENCE, update_unit="none (it does not train)")
+    facts = BASE_FACTS  # methods/base_config.py: read there without torch
 
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
         return {"steps": 0, "resumed_from": 0, "flops": 0.0, "samples": 0, "wall_s": 0.0}

@@ -22,33 +22,14 @@ from dataclasses import dataclass
 import torch
 from safetensors.torch import load_file
 
-from harness.core.errors import UserError
+# the settings' names and the checks' errors live in the light config module (no torch): re-exported here
+from methods.es_config import (FITNESS, NORMALIZE, PARAM_SETS, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
+                               wants_population)
 
 CKPT = "es_checkpoint"
 # settings a resumed run may change: bounds, checkpoint cadence, batching and where members are scored
 LOOSE = ("max_iterations", "checkpoint_every", "generation_batch_size", "engine", "workers", "use_ray",
          "ray_address", "threads", "numerics_record")
-# the variant settings' defaults: what a checkpoint written before they existed was trained with
-VARIANT_DEFAULTS = {"params": "all", "noise_rank": None, "antithetic": False, "normalize": "zscore",
-                    "peft": None, "lora": {"r": 8, "alpha": 16, "target_modules": "all-linear"},
-                    "numerics": "exact", "noise_seeding": "iid", "fitness": "real"}
-NORMALIZE = ("zscore", "none", "centered_ranks")
-# method.fitness: real (ES) | placebo (the functional null: the same walk with the reward-direction link cut)
-FITNESS = ("real", "placebo")
-# how a member's seed becomes each tensor's torch seed (method.noise_seeding):
-#   iid                esbench: splitmix64 of (member seed, tensor index), an independent stream per tensor
-#   per_tensor_offset  the reference code's later version (--seed_shift): member seed + tensor index
-#   per_tensor_same    the reference code's first version: the member seed for every tensor, so every two
-#                      tensors of one shape get identical noise
-SEEDINGS = ("iid", "per_tensor_offset", "per_tensor_same")
-PARAM_SETS = {  # method.params names -> name regex ("last_layer" is computed from the names)
-    "norms": r"(norm|(^|\.)ln_)",
-    "norms+attention": r"(norm|(^|\.)ln_|self_attn\.|attention\.|attn\.)",
-}
-
-
-class VariantError(UserError, ValueError):
-    """An ES variant setting that does not fit the model (one line: the problem and the fix)."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +104,6 @@ def noise_spec(names: list[str], shapes: list[tuple[int, ...]], params: str = "a
     return NoiseSpec(indices, noise_rank, seeding)
 
 _MASK64 = (1 << 64) - 1
-
-
-def wants_population(engine=None, workers: int = 1, use_ray: bool | None = None) -> bool:
-    """True when ES's members are not scored on the driver's own model (a vLLM engine, or Ray workers):
-    the driver's weights are then stale until the end of training."""
-    name = engine if isinstance(engine, str) or engine is None else dict(engine).get("name", "hf")
-    return (name or "hf") != "hf" or workers > 1 or bool(use_ray)
 
 
 # ---- the core operations (small and pure, so tests can check them one by one) ----

@@ -12,15 +12,14 @@ base weights and unloaded, so `policy.model` is a plain model again and evaluati
 adapter. In place only (engine=hf, engine.workers=1): ESConfig refuses the rest in one line.
 
 FLOPs are charged as for the base model (the adapter's extra matmuls, r/hidden of a layer's, are
-not counted). Memory (ES's facts, methods/es.py es_memory): ES's master, buffers and temporaries over
+not counted). Memory (ES's facts, methods/es_config.py es_memory): ES's master, buffers and temporaries over
 the adapter's tensors only (`adapter_resident`).
 """
 from __future__ import annotations
 
 import torch
 
-from harness.core import gpu_memory as gm
-from harness.core.memory_parts import lora_param_count
+from methods.es_config import adapter_resident  # noqa: F401 - ES's memory over the adapter, light (es_config.py)
 
 
 def wrap_lora(model: torch.nn.Module, lora: dict, seed: int):
@@ -42,11 +41,3 @@ def adapter_tensors(peft_model) -> list[tuple[str, torch.nn.Parameter]]:
     if not named:
         raise ValueError("method.peft=lora: the adapter has no lora_ tensors; check method.lora.target_modules")
     return named
-
-
-def adapter_resident(shape, lora: dict, dtype_bytes: int) -> dict[str, int]:
-    """ES's resident parts on engine=hf when it perturbs the adapter (rank r on lora["target_modules"]):
-    its master and buffers hold adapter tensors, the largest an r x max(hidden, MLP, attention) matrix."""
-    d, i, _, q, _ = gm._dims(shape)
-    n = lora_param_count(shape, int(lora["r"]), lora["target_modules"])
-    return gm.es_hf_resident(gm.ModelCounts(n, int(lora["r"]) * max(d, i, q), 0), dtype_bytes)

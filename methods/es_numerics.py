@@ -32,9 +32,9 @@ from __future__ import annotations
 import torch
 from safetensors.torch import save_file
 
+from methods.es_config import NUMERICS  # noqa: F401 - method.numerics' values, light (methods/es_config.py)
 from methods.es_core import NoiseSpec, VariantError, load_named, master_checksum, noise
 
-NUMERICS = ("exact", "inplace")
 BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # |delta| / ulp: 0, (0,1], (1,2], (2,4], (4,8], >8
 _EDGES = (0.0, 1.0, 2.0, 4.0, 8.0)
 _INT = {2: torch.int16, 4: torch.int32, 8: torch.int64}

@@ -34,46 +34,19 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from harness.core.atomic import write_text_atomic
-from harness.core.budget import KINDS, BudgetError, Ledger, split_problem
-from harness.core.method_facts import COMPOSITE, MethodFacts, configure, facts_of
+from harness.core.budget import BudgetError, Ledger, split_problem
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, fsync_file, latest_dir, save_dir_atomic
+from methods.sequential_config import SEQUENTIAL_FACTS, SequentialConfig, stage_samples  # noqa: F401 - light
 from tasks.base import Task
 
 STAGE1 = "sequential_stage1"
-
-
-@dataclass
-class SequentialConfig:
-    """Two stages under one budget (conf/method/sequential.yaml, whose values are these defaults: test_defaults.py)."""
-
-    order: list = field(default_factory=lambda: ["grpo", "es"], metadata={
-        "help": "the two stages, first to last: names of entries in `stages` ([grpo, es] or [es, grpo])"})
-    split: float = field(default=0.5, metadata={"help": "fraction of the budget the first stage may spend, in (0, 1)"})
-    split_by: str | None = field(default=None, metadata={
-        "help": "the unit of the split: updates (NOTE-076), flops or samples; must be budget.kind; null: budget.kind"})
-    stages: dict = field(default_factory=dict, metadata={
-        "help": "each stage's method: a built method or its config (a dict with _target_)"})
-
-    def __post_init__(self):
-        self.order = list(self.order)
-        if len(self.order) != 2 or self.order[0] == self.order[1]:
-            raise ValueError(f"method.order={self.order} must name two different stages, e.g. [grpo, es] or [es, grpo]")
-        missing = [s for s in self.order if s not in self.stages]
-        if missing:
-            raise ValueError(f"method.order names {missing[0]!r} but method.stages has only "
-                             f"{', '.join(self.stages) or 'nothing'}; add method.stages.{missing[0]} or fix the order")
-        if self.split_by not in (None, *KINDS):
-            raise ValueError(f"method.split_by={self.split_by!r} is unknown; use updates, flops, samples or null")
-        if not 0 < self.split < 1:
-            raise ValueError(f"method.split={self.split} must be in (0, 1): the first stage's share of the budget")
 
 
 def build_stage(name: str, spec):
@@ -111,15 +84,6 @@ def deferred_close(ledger: Ledger):
         del ledger.close  # the class's close again
 
 
-def stage_samples(c: SequentialConfig) -> float:
-    """Completions one update scores: each stage's (its own facts) weighted by its share of the budget."""
-    def samples(spec) -> float:
-        target = str(spec["_target_"])
-        return float(facts_of(target).samples_per_step(configure(target, spec)))
-    first, second = (samples(c.stages[n]) for n in c.order)
-    return c.split * first + (1 - c.split) * second
-
-
 class Sequential(ConfiguredMethod):
     """Stage 1 on split x budget, then stage 2 on the rest (see the module docstring)."""
 
@@ -127,12 +91,7 @@ class Sequential(ConfiguredMethod):
     label_keys = ("split",)
     trains = True
     config_class = SequentialConfig
-    facts = MethodFacts(
-        family=COMPOSITE,
-        update_unit="its stages' updates, counted on one ledger",
-        stages=("order", "stages"),  # each of config.stages[name] for name in config.order is checked in turn
-        split_unit="split_by",
-        samples_per_step=stage_samples)
+    facts = SEQUENTIAL_FACTS  # methods/sequential_config.py: read there without torch
 
     def __init__(self, **hparams):
         super().__init__(**hparams)

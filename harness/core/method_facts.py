@@ -1,8 +1,9 @@
 """What a method says about itself, and how the harness reads it by the method's `_target_`.
 
 Every method class declares one `facts = MethodFacts(...)` beside its name and label keys (the protocol
-is methods/base.py's `Method`). The budget check, the planner, the runner's step-cap warning, the
-comparisons and the analysis's random-walk null read these facts; none of them matches a method name,
+is methods/base.py's `Method`; the shipped methods assign the one built in their light module, e.g.
+methods/es_config.py, so it is read without torch). The budget check, the planner, the runner's step-cap
+warning, the comparisons and the analysis's random-walk null read these facts; none of them matches a method name,
 a class name or a table label, so a method defined anywhere (a plugin on sys.path with its own YAML)
 gets an updates budget, a price and its comparisons from what it declares.
 
@@ -10,11 +11,16 @@ The dataclass lives here, in harness.core, rather than in methods/: the harness 
 importing methods/ (tests/test_imports.py), and builds one from a method's source before torch loads.
 
 Two ways to read them:
-  facts_of(target)     imports the class (with torch, TRL, ...): every field, callables included.
-  declared(target)     the data fields only (DATA), read from the class's source without importing it,
+  facts_of(target)     every field, callables included: from the method's light module (`light_facts`:
+                       methods/es_config.py's METHOD_FACTS, the object ES declares, no torch), else by
+                       importing the class (with torch, TRL, ...).
+  declared(target)     the data fields only (DATA): from the light module, else read from the class's
+                       source without importing it,
                        so the config check runs before torch loads (harness/runner/cli.py) and a report
                        from a runs.csv needs no torch; it imports when a data field is not a literal
                        (or a module-level constant bound to one). Its callables are left unset.
+A method's config dataclass lives in a light module beside it (`light_config`: methods/es.py's in
+methods/es_config.py), so the config check and `configure` read it without importing the method.
 The code fields are given the method's settings as `configure(target, mapping)` reads them from a run's
 `method:` mapping: the mapping's values over the defaults of the method's config dataclass, read by
 attribute like the config itself. The method is not built (no model, no trainer), and neither is its
@@ -102,8 +108,9 @@ def method_class(target: str) -> type | None:
 
 
 def facts_of(target: str) -> MethodFacts | None:
-    """Every fact `target` declares (imports it); None for a class that cannot be imported or declares none."""
-    facts = getattr(method_class(target), "facts", None)
+    """Every fact `target` declares: from its light module (light_facts, no torch), else its imported class;
+    None for a class that cannot be imported or declares none."""
+    facts = light_facts(target) or getattr(method_class(target), "facts", None)
     return facts if isinstance(facts, MethodFacts) else None
 
 
@@ -117,9 +124,43 @@ def configure(target: str, mapping: Mapping | None) -> SimpleNamespace:
     return SimpleNamespace(**{**config_defaults(target), **given})
 
 
+# ---- a method's light module: its config and facts without torch ----
+@functools.lru_cache(maxsize=128)
+def _light(target: str, table: str):
+    """`table`[class name] of `target`'s light module, found by convention: module `a.b` -> `a.b_config`
+    (methods/config_common.py), importable without torch. None when there is no such module or its table does
+    not name the class."""
+    module, _, name = str(target or "").rpartition(".")
+    if not module:
+        return None
+    try:
+        spec = importlib.util.find_spec(f"{module}_config")
+    except (ImportError, ValueError):  # its package cannot be imported: nothing to find
+        return None
+    if spec is None:
+        return None
+    entries = getattr(importlib.import_module(f"{module}_config"), table, None)
+    return entries.get(name) if isinstance(entries, Mapping) else None
+
+
+def light_config(target: str) -> type | None:
+    """The config dataclass of `target` ("methods.es.ES") from its light module's METHOD_CONFIGS, so the config
+    check builds it before torch loads. None when there is none (a method outside the repo without one: its
+    config is then read from source, harness/runner/signatures.py; methods.base.Base takes no config)."""
+    return _light(str(target or ""), "METHOD_CONFIGS")
+
+
+def light_facts(target: str) -> MethodFacts | None:
+    """The facts of `target` from its light module's METHOD_FACTS (the object its class declares as `facts`),
+    so the planner prices it without importing torch or TRL; None when there are none."""
+    facts = _light(str(target or ""), "METHOD_FACTS")
+    return facts if isinstance(facts, MethodFacts) else None
+
+
 def config_defaults(target: str) -> dict:
-    """{key: default} of `target`'s config dataclass (imports it); {} when it has none."""
-    config_class = getattr(method_class(target), "config_class", None)
+    """{key: default} of `target`'s config dataclass (its light config module, else the imported class's
+    config_class); {} when it has none."""
+    config_class = light_config(target) or getattr(method_class(target), "config_class", None)
     if config_class is None:
         return {}
     return {f.name: f.default if f.default is not MISSING else f.default_factory()
@@ -207,7 +248,11 @@ def _class_node(target: str) -> tuple[ast.ClassDef, ast.Module] | None:
 def declared(target: str) -> MethodFacts | None:
     """The data fields (DATA) of `target`'s facts, read from its class's `facts = MethodFacts(...)` without
     importing its module; imports (facts_of) when the class does not spell them out as literals. None: no
-    such class or no facts. The code fields (samples_per_step, memory, ...) are left unset: use facts_of."""
+    such class or no facts. The code fields (samples_per_step, memory, ...) are left unset: use facts_of.
+    A class whose facts live in its light module (light_facts) has them read from there."""
+    light = light_facts(target)
+    if light is not None:
+        return _data_only(light)
     found = _class_node(target)
     call = _class_assign(found[0], "facts") if found else None
     if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == "MethodFacts"
@@ -235,6 +280,16 @@ def declared_name(target: str) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return getattr(method_class(target), "name", None)
+
+
+def declared_trains(target: str) -> bool:
+    """The `trains` a method class declares (False: nothing to train, nothing to charge), read from source;
+    imports when the class does not spell it out (True for a class that cannot be imported)."""
+    found = _class_node(target)
+    node = _class_assign(found[0], "trains") if found else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    return bool(getattr(method_class(target), "trains", True))
 
 
 @functools.lru_cache(maxsize=8)

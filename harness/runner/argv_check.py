@@ -4,11 +4,12 @@ Hydra answers a plain typo (`metod=es`, `method.sigmaa=1e-3`) with 7 lines endin
 your config use +metod=es", advice that only moves the error to harness/runner/schema.py, and an
 unknown option (`task=gsm9k`) with a 21-line listing. Here every `key=value` of the command line is
 read against the files Hydra would compose (config.yaml, the chosen options of conf/<group>/, the
-experiment file) and the keys each `_target_` accepts (harness/runner/signatures.py, read from
-source), and the first mistake comes back as one line: the nearest valid key or option, the group's
-keys or options, a key that moved (MOVED), or the `+` a new key needs. Only YAML and Python source
-are read: no torch, no Hydra composition. Where this cannot tell (a sweep function, an
-interpolation, a `--config-dir` group it cannot read), it says nothing and Hydra decides.
+experiment file) and the keys each `_target_` accepts (harness/runner/schema.py accepted_keys: a
+method's light config class, else the target's source), and the first mistake comes back as one
+line: the nearest valid key or option, the group's keys or options, a key that moved (MOVED), or the
+`+` a new key needs. Only YAML, Python source and the light config modules are read: no torch, no
+Hydra composition. Where this cannot tell (a sweep function, an interpolation, a `--config-dir`
+group it cannot read), it says nothing and Hydra decides.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.core.yamlcheck import config_dirs
-from harness.runner.schema import ANALYSIS_TARGET, CONTROL_KEYS, EVAL_TARGET, EXPERIMENT_KEYS
+from harness.runner.schema import ANALYSIS_TARGET, CONTROL_KEYS, EVAL_TARGET, EXPERIMENT_KEYS, accepted_keys
 
 # Keys that moved, old -> new: an old command line gets the new name instead of "unknown key".
 MOVED = {"method.workers": "engine.workers"}
@@ -118,8 +119,6 @@ def _experiment_nodes(conf: _Conf, chosen: dict[str, list[str]]) -> list[DictCon
 
 def _option_keys(conf: _Conf, group: str, option: str) -> tuple[set[str], set[str], str | None]:
     """(keys the option's YAML sets, keys its target accepts, the target) for conf/<group>/<option>.yaml."""
-    from harness.runner.signatures import accepted_keys
-
     node = _load(conf.option_file(group, option))
     keys = _keys(node) - {"defaults"}
     for d in node.get("defaults") or []:  # e.g. sequential's `grpo@stages.grpo`: a node `stages`
@@ -213,8 +212,6 @@ def argv_problem(argv: list[str], conf_dir: Path) -> str | None:
             if problem:
                 return problem
         elif head in TARGETS and head in top | experiment_keys:  # analysis.<key>
-            from harness.runner.signatures import accepted_keys
-
             valid = _keys(conf.primary, head) | set(accepted_keys(TARGETS[head]) or ())
             if valid and sub not in valid:
                 near = _nearest(sub, valid)

@@ -54,7 +54,7 @@ from harness.core import gpu_memory as gm
 from harness.core.flops import generation_flops
 from harness.core.memory_parts import (GB, LORA_TARGETS, PricingError, evaluation_memory,  # noqa: F401 - re-exported
                                        gpus_needed, kv_cache_bytes, lora_param_count)
-from harness.core.method_facts import configure, facts_of, method_class
+from harness.core.method_facts import configure, declared_name, declared_trains, facts_of
 from harness.core.model_shapes import ShapeError, load_shape, shape_name
 
 GPUS = {"h100": (989e12, 80.0), "h200": (989e12, 141.0), "a100": (312e12, 80.0)}  # peak bf16 FLOP/s, GB
@@ -174,7 +174,7 @@ def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
         prompt, completion = int(opts["prompt_tokens"]), int(child.task.max_new_tokens)
         target = str(child.method.get("_target_", ""))
         facts = facts_of(target)
-        if not getattr(method_class(target), "trains", True):
+        if not declared_trains(target):
             flops = 0.0
         elif child.budget.kind == "flops":
             flops = float(child.budget.flops)
@@ -188,7 +188,7 @@ def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
                                       gpu_gb=GPUS[opts["gpu"]][1], headroom=float(opts["headroom"]), prompt_tokens=prompt)
         hours = flops / flops_per_second(opts, name, shape, prompt, completion) / 3600
         sharded = facts is None or facts.memory is None or facts.distributed  # evaluation, or FSDP shards
-        out.append(RunCost(r.index, r.model or name, r.label, r.method or str(getattr(method_class(target), "name", "?")),
+        out.append(RunCost(r.index, r.model or name, r.label, r.method or str(declared_name(target) or "?"),
                            flops, hours, mem, need, note, sharded))
     return opts, out
 

@@ -5,17 +5,23 @@ Hydra merges an experiment file (`# @package _global_`) into the top of the conf
 top-level key must be one config.yaml declares, a config group, or an experiment key below; every
 cell, grid and model entry has a fixed set of keys; and the values the harness itself reads (seed,
 threads, budget, seeds, axes) have their types checked. The error names the key, where it is, and
-the nearest valid one. Method, task and eval keys are checked against the signatures of their
-targets, read from source (harness/runner/signatures.py), so an experiment's `eval: {n_prompt: 20}` fails
-at load, not in every run; `method.params` must be a named set or a regex that compiles; a
-`model=generic` needs its name_or_path. Values too: every int, float and bool key of
-method, task and eval has its annotated type (harness/runner/signatures.py), ES, GRPO and PPO values
-pass their constructors' rules with the constructors' messages (METHOD_RULES; tests/test_schema.py
-checks both give the same line), cells and grids have distinct labels, and `models:` names conf/model
-options, all before torch loads. The constructors still check everything when a run is composed.
+the nearest valid one. Method, task and eval keys are checked against what their targets accept, so an
+experiment's `eval: {n_prompt: 20}` fails at load, not in every run; a `model=generic` needs its
+name_or_path. Values too: every int, float and bool key of method, task and eval has its annotated
+type, and a method's values pass its config's own checks with their own messages (the config is built:
+`method.params` must be a named set or a regex that compiles, GRPO's group at least 2 completions, ...;
+tests/test_schema.py checks the line is the constructor's), cells and grids have distinct labels, and
+`models:` names conf/model options, all before torch loads.
+
+Where keys, types and checks come from (`accepted_keys`, `field_types`): a method's config dataclass in
+its light module (methods/es_config.py for methods/es.py: harness/core/method_facts.py light_config),
+imported without torch; for what has none (tasks, eval, analysis, methods.base.Base, a method from
+outside the repo), its source, parsed (harness/runner/signatures.py). The constructors still check
+everything when a run is composed.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -24,8 +30,9 @@ import re
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
-from harness.runner.signatures import field_types
+from harness.core.method_facts import light_config
 from harness.core.paths import CONF_DIR
+from harness.runner import signatures
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
 EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "summary_metric", "summary_metrics",
@@ -45,9 +52,35 @@ AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
 EVAL_TARGET = "harness.evaluation.evaluate.EvalConfig"
 # The `analysis:` block: its keys are this dataclass's fields (its values are checked when it is built).
 ANALYSIS_TARGET = "harness.analysis.settings.AnalysisConfig"
-# method.params names besides a regex: methods/es_core.py's PARAM_SETS plus "all" and "last_layer"
-# (tests/test_schema.py checks the two lists agree; importing es_core here would load torch).
-PARAM_NAMES = ("all", "norms", "norms+attention", "last_layer")
+
+
+# ---- what a target accepts: its light config class, else its source ----
+def _type_name(annotation) -> str:
+    """A dataclass field's annotation as written (a string under `from __future__ import annotations`)."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
+
+
+@functools.lru_cache(maxsize=64)
+def accepted_keys(target: str) -> frozenset[str] | None:
+    """Keys `target` ("methods.es.ES", "tasks.countdown.Countdown") takes: its light config's fields, else
+    read from its source (signatures.accepted_keys); None: cannot tell."""
+    config = light_config(target)
+    if config is not None:
+        return frozenset(f.name for f in dataclasses.fields(config))
+    return signatures.accepted_keys(target)
+
+
+@functools.lru_cache(maxsize=64)
+def field_types(target: str) -> dict[str, tuple[str, bool]]:
+    """{key: (kind, optional)} of `target`'s int, float and bool keys (signatures.kind_of), from its light
+    config's fields, else its source; {} when unknown."""
+    config = light_config(target)
+    if config is None:
+        return signatures.field_types(target)
+    kinds = {f.name: signatures.kind_of(_type_name(f.type)) for f in dataclasses.fields(config)}
+    return {k: kind for k, kind in kinds.items() if kind}
 
 
 def _base_keys() -> set[str]:
@@ -168,15 +201,13 @@ def validate(cfg: DictConfig) -> None:
         from harness.reporting.endpoints import declarations  # primary endpoints name cells and metrics of the file
         declarations(cfg)
     if cfg.get("analysis") is not None:
-        from harness.runner.signatures import accepted_keys  # read from source: settings.py imports this module
-        check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")
+        check_keys(cfg.analysis, set(accepted_keys(ANALYSIS_TARGET)), "analysis")  # from source: settings.py imports us
     if (cfg.get("cells") is not None or cfg.get("grids") is not None) and not is_experiment(cfg):
         raise ConfigError("the experiment has empty cells: and grids:; add at least one cell or grid")
     _check_labels(cfg)
     _check_models(cfg)
     _check_targets(cfg)
     _check_values(cfg)
-    _check_params(cfg.get("method"))
     _check_held_out(cfg)
     if cfg.get("model") is not None and not cfg.model.get("name_or_path"):
         raise ConfigError("model.name_or_path is empty; write model=<hub id or folder> "
@@ -195,9 +226,7 @@ def _check_es_reference(cfg: DictConfig) -> None:
 
 
 def _check_targets(cfg: DictConfig) -> None:
-    """Every key of method, task and eval is a parameter of what it configures (read from source)."""
-    from harness.runner.signatures import accepted_keys
-
+    """Every key of method, task and eval is a parameter of what it configures (accepted_keys)."""
     for group, target in (("method", None), ("task", None), ("eval", EVAL_TARGET)):
         node = cfg.get(group)
         if not isinstance(node, DictConfig):
@@ -209,18 +238,6 @@ def _check_targets(cfg: DictConfig) -> None:
         for k in node:
             if not str(k).startswith("_") and k not in valid:
                 raise unknown_key(str(k), f"{group} ({target})", set(valid))
-
-
-def _check_params(method) -> None:
-    """method.params (ES): a named set or a parameter-name regex; a bad regex fails now, not after the model loads."""
-    spec = method.get("params") if isinstance(method, DictConfig) else None
-    if not isinstance(spec, str) or spec in PARAM_NAMES:
-        return
-    try:
-        re.compile(spec)
-    except re.error as e:
-        raise ConfigError(f"method.params={spec!r} is not {', '.join(PARAM_NAMES)} or a valid regex ({e}); "
-                          "write e.g. method.params='mlp\\.' or quote it") from None
 
 
 def _check_include(cfg: DictConfig) -> None:
@@ -239,7 +256,7 @@ def _check_include(cfg: DictConfig) -> None:
                           + (f"use +include=[{','.join(optional)}]" if optional else "it has none: drop +include"))
 
 
-# ---- values: types from the targets' annotations, then the methods' own rules, before torch loads ----
+# ---- values: types from the targets' annotations, then the method's config's own checks, before torch loads ----
 _UNSET = object()
 
 
@@ -277,66 +294,37 @@ def _check_values(cfg: DictConfig) -> None:
                 raise ConfigError(f"{group}.{k}={v!r} {problem}")
     method = cfg.get("method")
     if isinstance(method, DictConfig):
-        rules = METHOD_RULES.get(str(method.get("_target_")))
-        if rules:
-            rules({k: _value(method, k) for k in method if k in field_types(str(method._target_))})
+        _check_config(method, str(method.get("_target_")))
 
 
-def _at_least(m: dict, names, low: int) -> None:
-    for name in names:
-        v = m.get(name, _UNSET)
-        if v is not _UNSET and v is not None and v < low:
-            raise ConfigError(f"method.{name}={v} must be >= {low}")
+def _plain(node, key):
+    """node[key] as the constructor receives it (a nested node as plain containers, interpolations resolved), or
+    _UNSET where it cannot resolve here."""
+    v = _value(node, key)
+    if isinstance(v, (DictConfig, ListConfig)):
+        try:
+            return OmegaConf.to_container(v, resolve=True)
+        except Exception:  # noqa: BLE001 - as in _value
+            return _UNSET
+    return v
 
 
-def _es_rules(m: dict) -> None:
-    """methods/es.py's value checks, with its messages (population: >= 2 for 0 too, where es.py says >= 1)."""
-    pop = m.get("population", _UNSET)
-    if m.get("noise_rank") not in (None, _UNSET) and m["noise_rank"] < 1:
-        raise ConfigError(f"method.noise_rank={m['noise_rank']} must be >= 1, or null for full-rank noise")
-    if m.get("antithetic") is True and pop is not _UNSET and pop % 2:
-        raise ConfigError(f"method.antithetic=true needs an even population (mirrored pairs); "
-                          f"got method.population={pop}, use {pop + 1}")
-    if pop is not _UNSET and pop < 2:
-        raise ConfigError(f"method.population={pop}: z-scores need at least 2 members; set >= 2")
-    _at_least(m, ("prompts_per_iteration", "max_iterations", "generation_batch_size"), 1)
-    sigma, alpha, ratio = m.get("sigma", _UNSET), m.get("alpha", _UNSET), m.get("alpha_per_sigma")
-    if ratio not in (None, _UNSET):
-        if not ratio > 0:
-            raise ConfigError(f"method.alpha_per_sigma={ratio} must be > 0, or null to use method.alpha")
-        alpha = sigma * ratio if sigma is not _UNSET else _UNSET
-    if sigma is not _UNSET and alpha is not _UNSET and not (sigma > 0 and alpha > 0):
-        raise ConfigError(f"method.sigma={sigma} and method.alpha={alpha} must both be > 0 "
-                          "(paper: sigma=1e-3, alpha=5e-4)")
-    _at_least(m, ("checkpoint_every",), 0)
-
-
-def _grpo_rules(m: dict) -> None:
-    """methods/grpo.py's value checks, with its messages."""
-    n = m.get("num_generations", _UNSET)
-    if n is not _UNSET and n < 2:
-        raise ConfigError(f"method.num_generations={n}: GRPO needs a group of at least 2 completions per prompt "
-                          "to compute advantages; set it to 2 or more (paper: 8 or 30)")
-    _at_least(m, ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"), 1)
-    for name, low, why in (("learning_rate", ">", "(paper grid: 1e-6, 1e-5)"),
-                           ("beta", ">=", "(0 disables the KL term; paper grid: 1e-3, 5e-3)"),
-                           ("temperature", ">", "(GRPO needs sampled completions)")):
-        v = m.get(name, _UNSET)
-        if v is not _UNSET and not (v > 0 if low == ">" else v >= 0):
-            raise ConfigError(f"method.{name}={v} must be {low} 0 {why}")
-
-
-def _ppo_rules(m: dict) -> None:
-    """methods/ppo.py's value checks, with its messages."""
-    _at_least(m, ("num_ppo_epochs", "num_mini_batches", "prompts_per_step", "max_updates", "rollout_batch_size"), 1)
-    _at_least(m, ("checkpoint_every",), 0)
-    kl, lr, t = (m.get(k, _UNSET) for k in ("kl_coef", "learning_rate", "temperature"))
-    if _UNSET not in (kl, lr, t) and (kl < 0 or not lr > 0 or not t > 0):
-        raise ConfigError(f"need method.kl_coef >= 0, learning_rate > 0 and temperature > 0; got {kl}, {lr}, {t}")
-
-
-# By _target_: the value rules a method's constructor applies, checked here without importing it.
-METHOD_RULES = {"methods.es.ES": _es_rules, "methods.grpo.GRPO": _grpo_rules, "methods.ppo.PPO": _ppo_rules}
+def _check_config(method: DictConfig, target: str) -> None:
+    """Build the method's config from its light module (methods/es_config.py ...): its own checks, with their
+    own messages, before torch loads. Nothing to build (no light config), or a value that cannot resolve here:
+    the constructor checks when the run is composed; so it does for what raises other than ValueError."""
+    config = light_config(target)
+    if config is None:
+        return
+    values = {str(k): _plain(method, k) for k in method if not str(k).startswith("_")}
+    if any(v is _UNSET for v in values.values()):
+        return
+    try:
+        config(**values)
+    except ValueError as e:  # the checks' errors (ValueError, VariantError, ConfigError): one line naming the fix
+        raise ConfigError(str(e)) from None
+    except Exception:  # noqa: BLE001 - not a value check (a TypeError deep in a nested setting): the run says
+        pass
 
 
 # ---- an experiment's runs: one label each, models that exist ----

@@ -1,13 +1,15 @@
-"""The keyword arguments a config's `_target_` accepts, read from its source without importing it.
+"""The keyword arguments a `_target_` accepts, and their scalar types, read from its source without importing it:
+the fallback for targets that have no light config module.
 
-Hydra merges an experiment file into the composed config without struct checks, so a nested typo
-(`eval: {n_prompt: 20}`) used to become an extra key that every run then passed on, failing each
-with a TypeError. harness/runner/schema.py checks every method, task and eval key against these sets
-before anything runs; importing the targets to ask `inspect` would load torch and TRL first (7-18 s
-before the one-line answer), so their source is parsed instead (ast, a few milliseconds).
+A method's config dataclass lives in a torch-free module beside it (methods/es_config.py for methods/es.py,
+found by harness/core/method_facts.py light_config), and harness/runner/schema.py reads its keys, types and
+value checks from that class directly. What has none is read here: the tasks (tasks/*.py), the eval and
+analysis blocks (EvalConfig, AnalysisConfig), methods.base.Base, and a method from outside the repository
+(tests/test_toy_method.py) whose module imports torch. Importing those to ask `inspect` would load torch and
+TRL first (7-18 s before the one-line answer), so their source is parsed instead (ast, a few milliseconds).
 
 What a class accepts, first rule that applies:
-  `config_class = X` (methods/base.py's ConfiguredMethod)  the fields of dataclass X
+  `config_class = X` (methods/base.py's ConfiguredMethod)  the fields of dataclass X (defined in the module)
   its own `__init__`                                   the parameter names (None with **kwargs)
   @dataclass                                           its annotated fields
   a ConfiguredMethod without config_class              nothing (methods.base.Base)
@@ -95,10 +97,12 @@ SCALARS = ("int", "float", "bool")
 
 
 def _kind(annotation: ast.expr | None) -> tuple[str, bool] | None:
-    """("int", optional?) for `int`, `int | None`, `Optional[int]`; None for anything else."""
-    if annotation is None:
-        return None
-    parts = [p.strip() for p in ast.unparse(annotation).replace("Optional[", "").rstrip("]").split("|")]
+    return None if annotation is None else kind_of(ast.unparse(annotation))
+
+
+def kind_of(annotation: str) -> tuple[str, bool] | None:
+    """("int", optional?) for the annotation `int`, `int | None`, `Optional[int]`; None for anything else."""
+    parts = [p.strip() for p in annotation.replace("Optional[", "").rstrip("]").split("|")]
     optional = "None" in parts
     kinds = [p for p in parts if p != "None"]
     return (kinds[0], optional) if len(kinds) == 1 and kinds[0] in SCALARS else None

@@ -1,0 +1,158 @@
+"""GRPO's hyperparameters (GRPOMethodConfig) with every check its constructor runs, importable without torch:
+methods/grpo.py re-exports them beside TRL's trainer (methods/config_common.py says why)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.core import memory_parts
+from harness.core.gpu_memory import grpo_micro_batch
+from harness.core.method_facts import RL, MethodFacts
+from methods.config_common import plain_engine
+from methods.lora_config import LoraSettings, check_peft
+
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+
+
+@dataclass
+class GRPOMethodConfig:
+    """GRPO hyperparameters: the keys of conf/method/grpo.yaml, whose values are these defaults (test_defaults.py)."""
+
+    learning_rate: float = field(default=1e-6, metadata={
+        "help": "AdamW learning rate (constant). Paper grid: 1e-6, 1e-5; the zoo models need ~1e-4."})
+    beta: float = field(default=1e-3, metadata={
+        "help": "KL coefficient to the initial model. Paper grid: 1e-3, 5e-3. 0 drops the reference model."})
+    num_generations: int = field(default=8, metadata={
+        "help": "Completions sampled per prompt (the GRPO group). The paper uses 8 and 30."})
+    prompts_per_step: int = field(default=8, metadata={
+        "help": "Distinct prompts per optimizer step; a step scores prompts_per_step x num_generations completions."})
+    loss_type: str = field(default="grpo", metadata={
+        "help": "Loss aggregation: grpo (per-sequence mean), dr_grpo (constant normaliser) or dapo (per-token)."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the training completions."})
+    max_completion_length: int | None = field(default=None, metadata={
+        "help": "Max new tokens per training completion; None = the task's max_new_tokens."})
+    num_iterations: int = field(default=1, metadata={
+        "help": "Updates per generated batch (mu). Above 1, each batch also pays an old-log-prob forward."})
+    epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the probability ratio."})
+    gradient_accumulation_steps: int = field(default=1, metadata={
+        "help": "Split each step's batch into this many micro-batches (memory only: same update, same FLOPs)."})
+    micro_batch_size: int | None = field(default=None, metadata={
+        "help": "Most sequences per forward/backward on one device (memory only: more micro-batches, same update, "
+                "same FLOPs); null: as many as fit 8 GiB of estimated activations (harness/core/gpu_memory.py)."})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "Recompute activations to save memory (large models on GPU); the recomputation is not charged."})
+    max_steps: int = field(default=1_000_000, metadata={
+        "help": "Safety cap on optimizer steps; the ledger normally stops training first."})
+    seed: int = field(default=0, metadata={"help": "Seed of TRL's prompt order and sampling."})
+    checkpoint_every: int = field(default=50, metadata={
+        "help": "Steps between TRL checkpoints in run_dir/trl (resumed from automatically); 0 = none. "
+                "A multiple of num_iterations."})
+    engine: dict | str | None = field(default=None, metadata={
+        "help": "conf/engine: hf (TRL generates with the policy) or vllm (TRL use_vllm, colocate mode)."})
+    peft: str | None = field(default=None, metadata={
+        "help": "null: full-parameter training; lora: train LoRA adapters (method.lora) through TRL's peft_config."})
+    lora: dict | LoraSettings | None = field(default_factory=LoraSettings, metadata={
+        "help": "LoRA shape when peft=lora: r, alpha, dropout, target_modules (methods/lora.py LoraSettings)."})
+
+    def __post_init__(self):
+        self.engine = plain_engine(self.engine)  # a Hydra node in, a plain dict (JSON for checkpoints) out
+        self.lora = check_peft(self.peft, self.lora)
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"method.loss_type={self.loss_type!r} is not supported; "
+                             f"use one of {', '.join(LOSS_TYPES)}")
+        if self.num_generations < 2:
+            raise ValueError(f"method.num_generations={self.num_generations}: GRPO needs a group of at least 2 "
+                             "completions per prompt to compute advantages; set it to 2 or more (paper: 8 or 30)")
+        for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"method.micro_batch_size={self.micro_batch_size} must be >= 1, or null to size it "
+                             "from the estimated activations")
+        if (self.prompts_per_step * self.num_generations) % self.gradient_accumulation_steps:
+            raise ValueError(f"method.gradient_accumulation_steps={self.gradient_accumulation_steps} must divide "
+                             f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"method.learning_rate={self.learning_rate} must be > 0 (paper grid: 1e-6, 1e-5)")
+        if self.beta < 0:
+            raise ValueError(f"method.beta={self.beta} must be >= 0 (0 disables the KL term; paper grid: 1e-3, 5e-3)")
+        if not self.temperature > 0:
+            raise ValueError(f"method.temperature={self.temperature} must be > 0 (GRPO needs sampled completions)")
+        if self.checkpoint_every < 0 or self.checkpoint_every % self.num_iterations:
+            raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be 0 (no checkpoints) or a "
+                             f"positive multiple of method.num_iterations={self.num_iterations}")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"method.max_completion_length={self.max_completion_length} must be >= 1, or null "
+                             "to use the task's max_new_tokens")
+
+
+
+# ---- what GRPO says about itself (GRPO.facts), priced without torch ----
+def micro_batches(c: GRPOMethodConfig, shape, world: int, prompt_tokens: int, completion_tokens: int,
+                  activation_dtype_bytes: int) -> tuple[int, int]:
+    """(sequences per forward/backward on one rank, gradient accumulation steps) for one optimizer step.
+
+    Each rank trains on its prompts_per_step x num_generations / world sequences in gradient_accumulation_steps
+    x k equal micro-batches, k the smallest that brings a micro-batch to at most method.micro_batch_size
+    sequences, or (null) to at most harness/core/gpu_memory.py MICRO_BATCH_ACTIVATIONS of estimated activations
+    at the longest prompt + the completion length (TRL pads every micro-batch to its longest). The update is the
+    same (gradients accumulate over the micro-batches of one optimizer step), and so are the FLOPs charged;
+    TRL's steps_per_generation follows gradient_accumulation_steps, so the generation batch is unchanged.
+    """
+    gas = int(c.gradient_accumulation_steps)
+    per_rank = max(gas, int(c.prompts_per_step) * int(c.num_generations) // world)
+    micro = grpo_micro_batch(shape, per_rank // gas, prompt_tokens + completion_tokens, completion_tokens,
+                             activation_dtype_bytes, bool(c.gradient_checkpointing), c.micro_batch_size)
+    return micro, per_rank // micro
+
+
+def grpo_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: float,
+                headroom: float, prompt_tokens: int, **_) -> tuple[dict[str, float], int, str | None]:
+    """GRPO's bytes per part on one GPU (GRPO.facts.memory; harness/runner/pricing.py's module docstring).
+
+    engine=hf: the trainer's states (memory_parts.trainer_states: a reference when beta > 0) + KV cache at
+    prompts_per_step x num_generations, on the smallest FSDP count that fits. engine=vllm: the trainer beside
+    its colocated engine (gpu_memory.grpo_vllm_plan, what GRPO.memory_plan requests), the smallest GPU count
+    (FSDP beyond one) whose plan fits; LoRA is never sharded (check_fsdp), so one GPU or none.
+    `c`: GRPOMethodConfig's settings as the planner reads them (harness/core/method_facts.py configure).
+    """
+    lora, beta = check_peft(c.peft, c.lora), float(c.beta)
+    batch = int(c.prompts_per_step) * int(c.num_generations)
+    if engine.get("name") != "vllm":
+        mem = memory_parts.trainer_states(shape, lora, reference=beta > 0)
+        mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, batch, tokens, 2)
+        return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+    from harness.core.gpu_memory import grpo_vllm_plan
+    lora_params = memory_parts.lora_param_count(shape, lora.r, lora.target_modules) if lora else 0
+    first = None
+    for n in range(1, 65):
+        if batch % (int(c.gradient_accumulation_steps) * n):
+            continue  # the step's batch does not split over n ranks: _trl_args refuses that launch
+        micro, steps = micro_batches(c, shape, n, prompt_tokens, tokens - prompt_tokens,
+                                     memory_parts.gm.dtype_bytes(dtype))  # what _trl_args gives TRL on n ranks
+        plan = grpo_vllm_plan(shape, dtype, int(gpu_gb * memory_parts.GB), engine,
+                              sequences=micro, steps_per_generation=steps,
+                              prompt_tokens=prompt_tokens, completion_tokens=tokens - prompt_tokens, beta=beta,
+                              lora_params=lora_params, checkpointing=bool(c.gradient_checkpointing),
+                              fsdp_shards=n if n > 1 else 0)
+        first = first or plan
+        if plan.fits:
+            return {k: float(v) for k, v in plan.parts().items()}, n, plan.warning()
+        if lora_params:
+            break
+    return {k: float(v) for k, v in first.parts().items()}, 0, first.error()
+
+
+# GRPO.facts (methods/grpo.py), read here by the planner and the budget check (harness/core/method_facts.py)
+GRPO_FACTS = MethodFacts(
+    family=RL,
+    update_unit="one optimizer step",
+    step_cap="max_steps",
+    distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+    samples_per_step=lambda c: c.prompts_per_step * c.num_generations,
+    scoring_forwards=lambda c: 3 * c.num_iterations + 2,  # update 3 x mu + reference + old log-probs
+    memory=grpo_memory)
+
+
+# methods/grpo.py's method classes -> their config and facts (methods/config_common.py)
+METHOD_CONFIGS = {"GRPO": GRPOMethodConfig}
+METHOD_FACTS = {"GRPO": GRPO_FACTS}

@@ -1,0 +1,98 @@
+"""PPO's hyperparameters (PPOMethodConfig) with every check its constructor runs, importable without torch:
+methods/ppo.py re-exports them beside TRL's trainer (methods/config_common.py says why)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.core import memory_parts
+from harness.core.flops import head_params
+from harness.core.method_facts import RL, MethodFacts
+from methods.lora_config import LoraSettings, check_peft
+
+
+@dataclass
+class PPOMethodConfig:
+    """PPO hyperparameters: the keys of conf/method/ppo.yaml, whose values are these defaults (tests/test_defaults.py).
+
+    The rest are TRL's PPOConfig defaults: cliprange 0.2, vf_coef 0.1, gamma 1, lam 0.95.
+    """
+
+    kl_coef: float = field(default=1e-3, metadata={"help": "KL penalty beta against the reference policy "
+                                                   "(paper grid: 1e-3, 5e-3)"})
+    learning_rate: float = field(default=1e-6, metadata={"help": "AdamW learning rate for policy and value model "
+                                                         "(paper grid: 1e-6, 1e-5; the zoo's tiny models need ~1e-4)"})
+    num_ppo_epochs: int = field(default=4, metadata={"help": "passes over each rollout batch per update (TRL default)"})
+    num_mini_batches: int = field(default=1, metadata={"help": "minibatches per pass; must divide prompts_per_step"})
+    prompts_per_step: int = field(default=64, metadata={"help": "prompts per update (one completion each)"})
+    response_length: int | None = field(default=None, metadata={"help": "max new tokens per completion; "
+                                                                 "None = the task's max_new_tokens"})
+    temperature: float = field(default=1.0, metadata={"help": "rollout sampling temperature"})
+    max_updates: int = field(default=1_000_000, metadata={"help": "upper bound; the ledger normally stops first"})
+    rollout_batch_size: int = field(default=64, metadata={"help": "sequences per no-grad generate/forward call "
+                                                          "in the rollout (memory only, not the math)"})
+    train_micro_batch: int | None = field(default=None, metadata={
+        "help": "memory only: sequences per training forward/backward, gradients accumulated over the minibatch "
+                "(one optimizer step per minibatch as before; its loss becomes the mean of the micro-batches' "
+                "masked means); null: the whole minibatch at once. Needs num_mini_batches=1"})
+    seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
+    checkpoint_every: int = field(default=50, metadata={"help": "updates between checkpoints in "
+                                                       "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
+    peft: str | None = field(default=None, metadata={"help": "null: full-parameter policy; lora: LoRA adapters "
+                                                     "on the policy (the value model stays full) via TRL's peft_config"})
+    lora: dict | LoraSettings | None = field(default_factory=LoraSettings, metadata={
+        "help": "LoRA shape when peft=lora: r, alpha, dropout, target_modules (methods/lora.py)"})
+
+    def __post_init__(self):
+        self.lora = check_peft(self.peft, self.lora)
+        for name in ("num_ppo_epochs", "num_mini_batches", "prompts_per_step", "max_updates", "rollout_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be >= 0 (0 = no checkpoints)")
+        if self.prompts_per_step % self.num_mini_batches:
+            raise ValueError(f"method.prompts_per_step={self.prompts_per_step} is not a multiple of "
+                             f"method.num_mini_batches={self.num_mini_batches}; make it one")
+        if self.train_micro_batch is not None:
+            if self.train_micro_batch < 1 or self.prompts_per_step % self.train_micro_batch:
+                raise ValueError(f"method.train_micro_batch={self.train_micro_batch} must divide "
+                                 f"method.prompts_per_step={self.prompts_per_step}")
+            if self.num_mini_batches != 1:
+                # TRL accumulates over gradient_accumulation_steps micro-batches of the whole rollout batch, so
+                # with several minibatches it would step once per batch instead of once per minibatch
+                raise ValueError("method.train_micro_batch needs method.num_mini_batches=1 (TRL accumulates across "
+                                 "minibatches); drop one of them")
+        if self.response_length is not None and self.response_length < 1:
+            raise ValueError(f"method.response_length={self.response_length} must be >= 1 (or null for the task's)")
+        if self.kl_coef < 0 or not self.learning_rate > 0 or not self.temperature > 0:
+            raise ValueError(f"need method.kl_coef >= 0, learning_rate > 0 and temperature > 0; got "
+                             f"{self.kl_coef}, {self.learning_rate}, {self.temperature}")
+
+
+
+# ---- what PPO says about itself (PPO.facts), priced without torch ----
+def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, **_
+               ) -> tuple[dict[str, float], int, str | None]:
+    """PPO's bytes per part on one GPU (PPO.facts.memory): the trainer's states with a bf16 reference
+    (memory_parts.trainer_states), a value model at 16 bytes/param (no vocab head, a 1-output head) and
+    the KV cache at rollout_batch_size sequences, on the smallest FSDP count that fits. `c`: PPOMethodConfig's
+    settings as the planner reads them (harness/core/method_facts.py configure)."""
+    mem = memory_parts.trainer_states(shape, check_peft(c.peft, c.lora), reference=True)
+    mem["value_model"] = 16.0 * (memory_parts.gm.model_counts(shape).params - head_params(shape) + shape.hidden_size)
+    mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, int(c.rollout_batch_size), tokens, 2)
+    return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+
+
+# PPO.facts (methods/ppo.py), read here by the planner and the budget check (harness/core/method_facts.py)
+PPO_FACTS = MethodFacts(
+    family=RL,
+    update_unit="one PPO update: a rollout batch and its num_ppo_epochs x num_mini_batches optimizer steps",
+    step_cap="max_updates",
+    distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+    samples_per_step=lambda c: c.prompts_per_step,
+    scoring_forwards=lambda c: 3 + 6 * c.num_ppo_epochs,  # reference, value, 3 each for policy and value per epoch
+    memory=ppo_memory)
+
+
+# methods/ppo.py's method classes -> their config and facts (methods/config_common.py)
+METHOD_CONFIGS = {"PPO": PPOMethodConfig}
+METHOD_FACTS = {"PPO": PPO_FACTS}
