@@ -238,4 +238,22 @@ def test_budgets_read_from_plain_json_match_transformers_configs(name):
     from harness.core.model_shapes import flops_shape, load_shape
     light = flops_shape(name)
     assert not hasattr(light, "to_dict")  # the plain-JSON path, not transformers'
-    assert generation_flops(light, [150], [300]) == generation_flops(load_shape(name), [150], [300])
+    heavy = load_shape(name)
+    assert generation_flops(light, [150], [300]) == generation_flops(heavy, [150], [300])
+    # and the memory model +plan prices from it: parameter counts (biases, tied embeddings), KV cache, context
+    from harness.core import gpu_memory as gm
+    assert gm.model_counts(light) == gm.model_counts(heavy)
+    assert gm.kv_cache_bytes(light, 8, 450) == gm.kv_cache_bytes(heavy, 8, 450)
+    assert gm.default_max_model_len(light) == gm.default_max_model_len(heavy)
+
+
+def test_plan_prices_without_importing_torch():
+    """+plan answers in seconds: no torch, transformers or trl import (method facts from the light config
+    modules, model shapes as plain JSON)."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "experiment=numerics", "+plan=true"],
+                         capture_output=True, text=True, cwd=CONF_DIR.parent, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert not imported & {"torch", "transformers", "trl"}

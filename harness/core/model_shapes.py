@@ -76,9 +76,11 @@ FLOPS_FIELDS = ("hidden_size", "num_attention_heads", "intermediate_size", "num_
 
 @functools.lru_cache(maxsize=64)
 def flops_shape(name_or_path: str):
-    """The fields of the model's config the FLOPs count reads, from its config.json or shipped shape as
-    plain JSON where that has them (no transformers import: `+dry_run` and `+plan` resolve a budget for
-    every run); otherwise transformers' config, as load_shape."""
+    """The model's config.json (or shipped shape) as plain JSON, where it has the fields the FLOPs count
+    reads (no transformers import: `+dry_run` and `+plan` resolve a budget and a price for every run);
+    otherwise transformers' config, as load_shape. The memory model reads a few more fields with
+    getattr defaults that equal transformers' for these architectures (tests/test_configs.py and
+    tests/test_plan.py compare both)."""
     from types import SimpleNamespace
 
     name = str(name_or_path)

@@ -55,7 +55,7 @@ from harness.core.flops import generation_flops
 from harness.core.memory_parts import (GB, LORA_TARGETS, PricingError, evaluation_memory,  # noqa: F401 - re-exported
                                        gpus_needed, kv_cache_bytes, lora_param_count)
 from harness.core.method_facts import configure, declared_name, declared_trains, facts_of
-from harness.core.model_shapes import ShapeError, load_shape, shape_name
+from harness.core.model_shapes import ShapeError, flops_shape, shape_name
 
 GPUS = {"h100": (989e12, 80.0), "h200": (989e12, 141.0), "a100": (312e12, 80.0)}  # peak bf16 FLOP/s, GB
 DEFAULTS = {"gpu": "h100", "mfu": 0.10, "gpus": 8, "prompt_tokens": 150, "eval_batch": 64, "headroom": 0.9,
@@ -167,8 +167,8 @@ def price(cfg: DictConfig) -> tuple[dict, list[RunCost]]:
     for r in runs:
         child = composer([*cli, *r.overrides])  # Hydra's composition once per distinct group choice
         name = str(child.model.name_or_path)
-        try:
-            shape = load_shape(name)
+        try:  # config.json read as plain JSON where it has the fields (no transformers import: +plan stays fast)
+            shape = flops_shape(name)
         except ShapeError as e:
             raise PricingError(str(e)) from None
         prompt, completion = int(opts["prompt_tokens"]), int(child.task.max_new_tokens)
