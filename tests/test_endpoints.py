@@ -89,3 +89,18 @@ def test_without_declarations_findings_are_unchanged(tmp_path):
             shutil.copy(src / name, tmp_path / name)
     rewrite_findings(tmp_path, declarations(OmegaConf.create({})))
     assert (tmp_path / "findings.md").read_text() == (src / "findings.md").read_text()
+
+
+def test_a_row_flagged_for_skipped_updates_is_still_its_arm():
+    """The tables flag an ES row that made no update in most iterations ("ES [67% skipped]"); it is still
+    the ES arm its file declared (the placebo_real_cpu pilot's primary row was lost to this once)."""
+    from harness.reporting.claim_rows import column
+    from harness.reporting.endpoints import Primary
+    p = Primary("ES", "placebo", "greedy_acc", "greater")
+    assert p.matches("ES [67% skipped] vs placebo", "greedy_acc")
+    assert p.matches("ES vs placebo [NO UPDATE]", "greedy_acc")
+    assert not p.matches("ES antithetic [67% skipped] vs placebo", "greedy_acc")
+    for flagged in ("ES [67% skipped]", "ES [NO UPDATE]", "ES [100% skipped since resume]",
+                    "ES [1 of 3 seeds NO UPDATE; 2 of 3 seeds >50% skipped (62%, 80%)]"):
+        assert column(flagged) == "ES"
+    assert column("GRPO(8) (chosen on validation: beta=0.001)") == "GRPO(8)"

@@ -45,6 +45,7 @@ POPULATION_ES = r"ES population=\d+"
 ANTITHETIC = r"ES antithetic"
 GRPO_THEN_ES = r"GRPO then ES"
 CHOSEN = re.compile(r" \(chosen on validation: .*\)$")
+FLAG = re.compile(r" \[(?:NO UPDATE|\d+% skipped[^\]]*|\d+ of \d+ seeds [^\]]*)\]$")  # aggregate.py's update flag
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ class Verdict:
 
 
 def column(side: str) -> str:
-    """A comparison side's column label: 'GRPO(8) (chosen on validation: ...)' -> 'GRPO(8)'."""
-    return CHOSEN.sub("", str(side))
+    """A comparison side's column label: 'GRPO(8) (chosen on validation: ...)' -> 'GRPO(8)', and
+    'ES [67% skipped]' -> 'ES' (the flag says how often ES made no update; the column is still ES)."""
+    return FLAG.sub("", CHOSEN.sub("", str(side)))
 
 
 def sides(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:

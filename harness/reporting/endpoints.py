@@ -48,7 +48,9 @@ class Primary:
 
 
 def _is(side: str, label: str) -> bool:
-    return side == label or side.startswith(label + GRID_ROW)
+    """A comparison side is the arm `label`: exactly, as a grid's chosen row, or with the update flag the
+    tables add to a row whose ES skipped most updates ("ES [67% skipped]", harness/reporting/aggregate.py)."""
+    return side == label or side.startswith(label + GRID_ROW) or side.startswith(label + " [")
 
 
 @dataclass(frozen=True)
