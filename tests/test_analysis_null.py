@@ -14,6 +14,7 @@ import torch
 from harness.analysis.null import MATCH, NO_NORM, NOT_RW, Walk, frac_below, walk_of
 from harness.analysis.report import markdown, measure
 from harness.analysis.settings import AnalysisConfig
+from harness.reporting.stats import range_multiple
 from methods.es_core import es_update, zscore
 
 torch.set_num_threads(1)
@@ -73,10 +74,14 @@ def test_pure_random_walk_matches_the_null(walk):
     for key, c in nl["below"].items():
         assert abs(c["observed"] - frac_below(s, c["threshold"])) < 0.01, key
     assert nl["below"]["one_step"]["null"] == pytest.approx(math.erf(1 / math.sqrt(2 * T)))
+    # NOTE-076's threshold, one update's range: c_d x its RMS, c_d = 4.64 at d = 200,000 (reporting/stats.py)
+    c = r["sparsity"]["range"] / (ALPHA / math.sqrt(N))
+    assert c == pytest.approx(range_multiple(d)) and 4.6 < c < 4.7
+    assert nl["below"]["range"]["null"] == pytest.approx(math.erf(c / math.sqrt(2 * T)))  # 70.1% at T = 20
     assert all(nl["verdict"].values())
     md = _md(r)
     assert md.count(MATCH) == 4  # drift, top-k, top fraction, sparsity
-    assert "one ES update" in md and "one member's step" in md
+    assert "one ES update" in md and "one member's step" in md and "one update's range" in md
     ms = r["localisation"]["max_set"]  # a continuous walk: one coordinate holds the max
     assert ms["size"] == 1 and "## Maximum-|delta| set" in md and f"| {ms['size']} |" in md
 

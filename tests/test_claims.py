@@ -117,12 +117,26 @@ def test_the_boundary_on_real_sizes_and_on_the_zoo(tmp_path):
     assert sweep("sigma_sweep_cpu", {"zoo-4m": -1, "zoo-100k": 1}) == "contradicted"   # ordered by size, not by row
 
 
-def test_the_alternative_reading_takes_the_smallest_sigma_on_the_smallest_model(tmp_path):
+def test_the_alternative_reading_chooses_the_sigma_on_validation(tmp_path):
+    """On the smallest model, among sigmas at or below its fixed one (zoo-100k: 1e-2, conf/model), the sigma with
+    the best validation score is tested against base; without validation scores nothing is chosen."""
     write(tmp_path, "sigma_sweep_cpu", [row("zoo-100k", "ES sigma=0.003 vs Original", "greedy_acc", 0.05, 0.01, 0.09),
-                                       row("zoo-100k", "ES sigma=0.03 vs Original", "greedy_acc", -0.05, -0.09, -0.01),
+                                       row("zoo-100k", "ES sigma=0.01 vs Original", "greedy_acc", 0.0, -0.04, 0.04),
+                                       row("zoo-100k", "ES sigma=0.03 vs Original", "greedy_acc", 0.09, 0.05, 0.13),
                                        row("zoo-4m", "ES sigma=0.003 vs Original", "greedy_acc", -0.05, -0.09, -0.01)])
     v = claims.verdict(CLAIM["1.5B-alt"], tmp_path, "sigma_sweep_cpu")
+    assert v.word == "not testable" and "were not scored on validation" in v.detail
+    assert "eval_splits=[validation,test]" in v.detail and "0.03" not in v.detail  # above 1e-2: never a candidate
+
+    def table(vals):
+        pd.DataFrame([{"model": "zoo-100k", "column": c, "val": x} for c, x in vals.items()]).to_csv(
+            tmp_path / "sigma_sweep_cpu" / "table.csv", index=False)
+        return claims.verdict(CLAIM["1.5B-alt"], tmp_path, "sigma_sweep_cpu")
+    v = table({"Original": None, "ES sigma=0.003": 0.40, "ES sigma=0.01": 0.35, "ES sigma=0.03": 0.90})
     assert v.word == "supported" and len(v.rows) == 1 and "sigma=0.003" in v.rows[0]["comparison"]
+    assert "sigma 0.003 chosen on validation (40.0) among 0.003, 0.01 (at or below zoo-100k's fixed sigma 0.01)" in v.detail
+    v = table({"ES sigma=0.003": 0.30, "ES sigma=0.01": 0.35})      # validation prefers 1e-2, which shows nothing
+    assert v.word == "not detected" and "sigma=0.01" in v.rows[0]["comparison"]
 
 
 def test_population_falls_with_scale(tmp_path):

@@ -6,13 +6,17 @@ import math
 from harness.reporting.update_claims import MARK, lines, power, refresh_findings, walk_below, with_claims
 
 
-def run(label, norms, set_size, set_norms, below, ok, numerics=None, method="es"):
-    null = {"top_k": {"norm": {"ok": ok}}, "below": {"one_step": {"ok": ok}},
+def run(label, norms, set_size, set_norms, below, ok, numerics=None, method="es", below_rms=None):
+    """`below`: the share below one update's range (NOTE-076's threshold); `below_rms`: below its RMS, the
+    only share an older analysis.json has (below=None)."""
+    null = {"top_k": {"norm": {"ok": ok}}, "below": {"one_step": {"ok": ok}, "range": {"ok": ok}},
             "drift": {"whole": {"ratio": 1.0 if ok else 2.3, "ok": ok}}}
     return {"method": method, "model": "m", "label": label, "numerics": numerics, "null": null,
             "localisation": {"top_k": 100, "top_k_counts": {"norm": norms, "mlp": 100 - norms},
                              "max_set": {"size": set_size, "by_group": {"norm": set_norms, "mlp": set_size - set_norms}}},
-            "sparsity": {"below_one_step": below, "rule": "one ES update: RMS per coordinate"}}
+            "sparsity": {"below_one_step": below_rms if below_rms is not None else 0.1,
+                         "rule": "one ES update: RMS per coordinate",
+                         **({} if below is None else {"below_range": below})}}
 
 
 def test_counts_runs_reaching_each_figure_and_matching_the_walk():
@@ -56,6 +60,22 @@ def test_an_older_analysis_is_not_read_as_one_es_update():
     assert "maximum-|delta| set: not in this analysis.json" in text and "no random-walk null to read it against" in text
 
 
+def test_an_analysis_without_the_range_gives_the_rms_share_and_says_so():
+    old = run("ES", 0, 1, 0, None, True, below_rms=0.52)
+    text = "\n".join(lines([old]))
+    assert "predates NOTE-076's threshold, one update's range (rerun python -m harness.analysis)" in text
+    assert "52.0%, the share is the walk's in 1 of 1" in text and "inside NOTE-076's" not in text
+
+
+def test_range_multiple_is_the_median_of_the_largest_abs_normal():
+    from harness.reporting.stats import range_multiple
+    assert abs(range_multiple(1) - 0.67449) < 1e-4     # the median of |Z|: Phi^-1(0.75)
+    assert abs(range_multiple(2) - 1.05180) < 1e-4     # P(|Z| < c) = 2^-1/2: Phi^-1(0.853553)
+    import numpy as np
+    sims = np.abs(np.random.default_rng(0).standard_normal((4001, 1000))).max(axis=1)
+    assert abs(np.median(sims) - range_multiple(1000)) < 0.02   # 3.48; the median of 4001 maxima, sd ~0.006
+
+
 def test_the_walk_null_has_no_power_at_these_iteration_counts():
     # a perfect signal (rho = 1) moves the drift ratio by sqrt(1 + T N / d): zoo-1m needs 1,013 updates, SmolLM2 181,147
     assert power(46, 30, 752_128)[1] == 1013 and power(46, 30, 752_128)[0] == math.sqrt(1 + 46 * 30 / 752_128)
@@ -65,5 +85,9 @@ def test_the_walk_null_has_no_power_at_these_iteration_counts():
     walked["null"]["n_updated"] = 134_515_008
     text = "\n".join(lines([walked]))
     assert "T = 2 applied updates" in text and "cannot tell learning from none" in text
-    assert "Not testable as defined" in text and "after T = 2 updates a walk puts 52.0% there" in text
-    assert abs(walk_below(1) - 0.6827) < 1e-4          # at most 68.3% of a walk's coordinates below one update
+    assert "Not testable at this T" in text and "(the walk puts 100.0% there at T = 2)" in text
+    assert "5.84x its RMS" in text                     # c_d at d = 134,515,008
+    assert abs(walk_below(1) - 0.6827) < 1e-4          # at most 68.3% of a walk's coordinates below one update's RMS
+    assert abs(walk_below(12, 752_128) - 0.8434) < 1e-4   # zoo-1m: erf(4.908 / sqrt(24)), inside 77.6-93.0%
+    walked["null"]["walk"]["t"] = 181_147                # at the power line's bound C5 can be read
+    assert "Not testable" not in "\n".join(lines([walked]))

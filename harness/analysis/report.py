@@ -29,6 +29,7 @@ from harness.core.policy import load_policy
 from harness.core.records import RECORD_NAME, read_records
 from harness.reporting.aggregate import plan_of
 from harness.reporting.report import output_name
+from harness.reporting.stats import range_multiple
 from harness.reporting.update_claims import refresh_findings, section as claims_section
 
 log = logging.getLogger("esbench")
@@ -159,6 +160,10 @@ def measure(delta: dict, theta0: dict, cfg: AnalysisConfig, walk: Walk | None, w
     below = {"one_step": (step, sp["below_one_step"])}
     if member[0]:
         below["member_step"] = (member[0], sp["below_member_step"])
+    if walk.s1 > 0:  # NOTE-076's threshold: one update's range, its largest |coordinate| (analysis/null.py)
+        span = walk.s1 * range_multiple(sum(counts.values()))
+        sp.update(range=span, below_range=fraction_below(delta, span))
+        below["range"] = (span, sp["below_range"])
     out["null"] = null_figures(walk, counts, out["drift"], out["localisation"], below)
     return out
 
@@ -274,19 +279,23 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
           "Coordinates with |delta| below a threshold are set back to theta0 and the model is re-evaluated on "
           f"the first {cfg.sparsity_prompts} test prompts (greedy accuracy; pass@1 over {cfg.sparsity_samples} samples). "
           "One step: ES one ES update, the RMS per coordinate of one applied iteration's update "
-          "(alpha/sqrt(N) for z-scores; NOTE-076's \"magnitude range of a single ES update\"); "
-          "GRPO/PPO the learning rate (Adam's step). One member's step (the harness's earlier \"one step\"): "
+          "(alpha/sqrt(N) for z-scores); GRPO/PPO the learning rate (Adam's step). One update's range "
+          "(NOTE-076's threshold, \"within the magnitude range of a single ES update\"): the largest |coordinate| "
+          "one update reaches, c_d x its RMS (harness/analysis/null.py). One member's step: "
           "alpha/N x max abs(z) x E abs(eps), the largest single member's contribution in one iteration. "
           "Null: erf(t / (s sqrt 2)), s = the walk's RMS per coordinate. "
-          "Paper: 77.6-93.0% of nonzero ES coordinates below one step.\n",
-          _row(["run", "one step", "rule", "below one step (null, ratio)", "one member's step",
-                "below it (null, ratio)", "null", "largest share zeroed at < 1 pt greedy lost"]),
-          "|---|---|---|---|---|---|---|---|"]
+          "Paper: 77.6-93.0% of nonzero ES coordinates below one update's range.\n",
+          _row(["run", "one step", "rule", "below one step (null, ratio)", "one update's range",
+                "below it (null, ratio)", "one member's step", "below it (null, ratio)", "null",
+                "largest share zeroed at < 1 pt greedy lost"]),
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         sp, nl = r["sparsity"], r["null"]
         z = sp.get("zeroable_1pt")
         b = nl.get("below", {})
         L.append(_row([r["name"], _g(sp["step"]), sp["rule"], _pct_vs(sp["below_one_step"], b.get("one_step")),
+                       _g(sp.get("range")),
+                       _pct_vs(sp["below_range"], b.get("range")) if "below_range" in sp else "-",
                        _g(sp.get("member_step")),
                        _pct_vs(sp["below_member_step"], b.get("member_step")) if "below_member_step" in sp else "-",
                        _verdict(nl, list(b), b), "-" if z is None else f"{100 * z:.1f}%"]))

@@ -206,7 +206,9 @@ def load(results: Path, exp: str, gpu: bool) -> pd.DataFrame | str:
         text = findings.read_text().split("\n" + MARK)[0].strip() if findings.is_file() else ""
         first = text.splitlines()[-1] if text else ""
         return f"results/{exp}/comparisons.csv has no rows{': ' + first if first else ''}"
-    return deciding(df)
+    out = deciding(df)
+    out.attrs["folder"] = str(folder)  # a rule that chooses on validation reads table.csv beside it
+    return out
 
 
 # ----------------------------------------------------------------------------- the tally most rules share

@@ -252,3 +252,10 @@ def benjamini_hochberg(p, q: float = Q) -> tuple[np.ndarray, np.ndarray]:
         scaled = p[order] * m / np.arange(1, m + 1)
         adj[order] = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
     return adj, np.where(np.isnan(adj), False, adj <= q)
+
+
+def range_multiple(d: int) -> float:
+    """c_d: the median of the largest of d i.i.d. |Z|, solving P(|Z| < c)^d = 1/2 (0.674 at d = 1): the range
+    of one ES update in units of its RMS (harness/analysis/null.py)."""
+    from statistics import NormalDist
+    return NormalDist().inv_cdf((1 + 0.5 ** (1 / d)) / 2) if d > 0 else 0.0

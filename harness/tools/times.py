@@ -1,0 +1,129 @@
+"""Every time the README and docs/ state, beside its measurement and the load it ran under.
+
+    python -m harness.tools.times             # the quick ones (about 2 minutes): commands measured now
+    python -m harness.tools.times --all       # also the real-model command, both test suites and the quickstart (about 1.5 h)
+    python -m harness.tools.times --list      # each stated figure, its file and where its measurement comes from
+
+A figure comes from one of two places. A command's seconds are measured now, in a fresh interpreter
+in a scratch folder (the test suites in the checkout), with the 1-minute load average before it
+started: on the 2 shared cores here the same command takes 2-5x longer under load, so a figure
+without its load means little. An experiment's run time is the sum of `wall_s` over the
+`runs.csv` of its committed results folder (a model card's, its `base_scores.json`): what its runs
+took, whatever else ran beside them, and it can be recomputed from the repository alone (tests/test_times.py does, and checks that each
+stated text is still in its file, so a figure cannot be edited without its claim here).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+H = [sys.executable, "-m", "harness"]
+REAL = ["model=smollm2-135m-instruct", "task=arithmetic", "method=base", "eval=quick"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    file: str                      # relative to the repository root
+    text: str                      # the stated figure, verbatim in the file
+    cmd: tuple[str, ...] = ()      # measured by running this (python -m ...), or
+    runs: str = ""                 # summed from results/<runs>/runs.csv (minutes), or
+    card: str = ""                 # a model card's arithmetic wall_s (results/models/<card>/base_scores.json)
+    per_prompt: bool = False       # the card's seconds per prompt instead
+    slow: bool = False             # only with --all
+    in_repo: bool = False          # run in the checkout (the test suites), not a scratch folder
+
+
+CLAIMS = [
+    Claim("README.md", "(23 min of runs on 2 busy CPU cores)", runs="quickstart"),
+    Claim("README.md", "its 11 runs took 23 min together", runs="quickstart"),
+    Claim("README.md", "CPU, 23 min of runs (qs-r11; 39 min for qs-r12", runs="quickstart"),
+    Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
+    Claim("README.md", "evaluates the default zoo model alone (about 20 s)", cmd=(*H, "method=base")),
+    Claim("README.md", "240 s end to end here", cmd=(*H, *REAL), slow=True),
+    Claim("README.md", "the test suite (CPU, about 7 minutes on 2 idle cores)", cmd=(sys.executable, "-m", "pytest", "-q"),
+          slow=True, in_repo=True),
+    Claim("README.md", "-m slow runs the end-to-end ones (about 15)",
+          cmd=(sys.executable, "-m", "pytest", "-q", "-m", "slow"), slow=True, in_repo=True),
+    Claim("README.md", "about 13 s per prompt", card="smollm2-135m-instruct", per_prompt=True),
+    Claim("README.md", "855 s), so about an hour", card="smollm2-135m-instruct"),
+    Claim("README.md", "| CPU, 42 min of runs |", runs="qiu2025_table1_cpu"),
+    Claim("README.md", "| CPU, 54 min of runs |", runs="sigma_sweep_cpu"),
+    Claim("README.md", "| CPU, 134 min of runs |", runs="real_cpu"),
+    Claim("README.md", "| CPU, 139 min of runs |", runs="conciseness_cpu"),
+    Claim("README.md", "| CPU, 100 min of runs |", runs="numerics_cpu"),
+    Claim("README.md", "| CPU, 145 min of runs |", runs="scale_ladder_cpu"),
+    Claim("README.md", "| CPU, 127 min of runs |", runs="population_cpu"),
+    Claim("README.md", "| CPU, 213 min of runs |", runs="es_variants_cpu"),
+    Claim("README.md", "| CPU, 77 min of runs |", runs="placebo_cpu"),
+    Claim("README.md", "the pilot's 3 runs took 153 min", runs="placebo_real_cpu_pilot"),
+    Claim("README.md", "| CPU, 25 s |", cmd=(*H, "experiment=smoke")),
+    Claim("docs/architecture.md", "0.4-0.6 s on 2 busy cores", cmd=(*H, "metod=es")),
+    Claim("docs/architecture.md", "are reported before torch loads (about 1 s", cmd=(*H, "method.sigma=-1")),
+    Claim("docs/gpus.md", "(`tests/test_gpu_check.py`, about 3 min)",
+          cmd=(sys.executable, "-m", "pytest", "-q", "tests/test_gpu_check.py"), slow=True, in_repo=True),
+]
+
+
+def runs_minutes(folder: str) -> float:
+    """Minutes of run time a committed results folder's records took: the sum of its runs' wall_s."""
+    with open(ROOT / "results" / folder / "runs.csv", newline="") as f:
+        return sum(float(r["wall_s"]) for r in csv.DictReader(f) if r.get("wall_s") not in (None, "", "nan")) / 60
+
+
+def card_seconds(model: str, per_prompt: bool = False) -> float:
+    """Seconds the model card's arithmetic row took to score (per prompt, if asked)."""
+    import json
+    row = json.loads((ROOT / "results" / "models" / model / "base_scores.json").read_text())["tasks"]
+    row = next(v for k, v in row.items() if v["task"] == "arithmetic")
+    return row["wall_s"] / (row["prompts"] if per_prompt else 1)
+
+
+def measure(claim: Claim) -> dict:
+    """Seconds, exit code and the load before it, for a command claim, run once."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        load = os.getloadavg()[0]
+        start = time.perf_counter()
+        r = subprocess.run(claim.cmd, cwd=ROOT if claim.in_repo else tmp, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+    tail = next((ln for ln in reversed((r.stdout + r.stderr).splitlines()) if ln.strip()), "")
+    return {"seconds": seconds, "rc": r.returncode, "load": load, "last": tail}
+
+
+def _show(cmd: tuple[str, ...]) -> str:
+    return " ".join(["python", *cmd[1:]])
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m harness.tools.times", description=__doc__.splitlines()[0])
+    ap.add_argument("--all", action="store_true", help="also the slow commands (about 1.5 h)")
+    ap.add_argument("--list", action="store_true", help="list the claims and their sources; measure nothing")
+    a = ap.parse_args(argv)
+    for c in CLAIMS:
+        where = (f"results/{c.runs}/runs.csv (sum of wall_s)" if c.runs else
+                 f"results/models/{c.card}/base_scores.json (arithmetic wall_s{' / prompts' if c.per_prompt else ''})"
+                 if c.card else _show(c.cmd))
+        if a.list:
+            print(f"{c.file}: {c.text!r}  <-  {where}")
+        elif c.runs:
+            print(f"{c.file}: {c.text!r}  ->  {runs_minutes(c.runs):.1f} min  [{where}]", flush=True)
+        elif c.card:
+            print(f"{c.file}: {c.text!r}  ->  {card_seconds(c.card, c.per_prompt):.1f} s  [{where}]", flush=True)
+        elif a.all or not c.slow:
+            m = measure(c)
+            print(f"{c.file}: {c.text!r}  ->  {m['seconds']:.1f} s ({m['seconds'] / 60:.1f} min) at load "
+                  f"{m['load']:.2f}, rc {m['rc']}  [{where}]  {m['last'][:80]}", flush=True)
+        else:
+            print(f"{c.file}: {c.text!r}  ->  not measured (--all)  [{where}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()

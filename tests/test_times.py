@@ -1,0 +1,37 @@
+"""The times the README states are each claimed in harness/tools/times.py, and the ones a committed file
+backs agree with that file (the command-measured ones are measured by running the script, not here)."""
+import re
+
+import pytest
+
+from harness.tools.times import CLAIMS, ROOT, card_seconds, runs_minutes
+
+TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes|h|hours?)\b")
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.text[:40])
+def test_every_claim_is_in_its_file(claim):
+    assert claim.text in (ROOT / claim.file).read_text(), f"{claim.file} no longer says {claim.text!r}"
+    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) == 1, "one source per claim"
+
+
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.runs or c.card], ids=lambda c: c.text[:40])
+def test_backed_figures_match_their_files(claim):
+    stated = float(re.search(r"(\d+(?:\.\d+)?) (?:min|s)\b", claim.text).group(1))
+    actual = runs_minutes(claim.runs) if claim.runs else card_seconds(claim.card, claim.per_prompt)
+    assert round(actual) == stated, f"{claim.text!r}: the committed file gives {actual:.1f}"
+
+
+def test_every_time_the_readme_states_is_claimed():
+    text = (ROOT / "README.md").read_text()
+    spans = [(m.start(), m.start() + len(c.text)) for c in CLAIMS if c.file == "README.md"
+             for m in re.finditer(re.escape(c.text), text)]
+    loose = [m.group(0) + " in: " + text[max(0, m.start() - 40):m.end()].replace("\n", " ")
+             for m in TIME.finditer(text) if not any(a <= m.start() and m.end() <= b for a, b in spans)]
+    assert not loose, "times the README states with no claim in harness/tools/times.py:\n" + "\n".join(loose)
+
+
+def test_runs_minutes_sums_wall_seconds():
+    """Summed by hand from results/quickstart/runs.csv: 26.4 + 192.3 + 186.9 + 122.5 + 121.9 + 113.6
+    + 118.0 + 132.1 + 119.8 + 128.0 + 131.5 = 1393.0 s."""
+    assert runs_minutes("quickstart") * 60 == pytest.approx(1393.0)
