@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from harness.reporting import claims
+from harness.reporting.claim_rows import roles, with_roles
 from harness.reporting.comparisons import COLUMNS
+from harness.reporting.roles import declared as roles_declared, role_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM = {c.id: c for c in claims.CLAIMS}
@@ -100,8 +102,25 @@ def test_es_pattern_leaves_the_sequential_rows_out(tmp_path):
                                        row("ladder-100k", "GRPO then ES vs Original", "pass@16", 0.1, 0.05, 0.2)])
     v = claims.verdict(CLAIM["C9"], tmp_path, "es_variants_cpu")
     assert v.word == "not decidable from comparisons" and not v.rows     # against base decides nothing now
-    assert claims.select(pd.read_csv(tmp_path / "es_variants_cpu" / "comparisons.csv"),
-                         claims.Check("trained vs base", claims.ES, "pass@1")).empty
+    rows = with_roles(pd.read_csv(tmp_path / "es_variants_cpu" / "comparisons.csv"), roles("es_variants_cpu"))
+    assert list(rows["_a_role"]) == ["es_then_grpo", "grpo_then_es", "grpo_then_es"]   # declared in the file
+    assert claims.select(rows, claims.Check("trained vs base", claims.ES, "pass@1")).empty
+
+
+def test_cells_are_matched_by_their_declared_role_never_by_their_label():
+    declared = roles_declared({"cells": [
+        {"label": "Original", "role": "base"}, {"label": "ES", "role": "es_sweep", "axes": {"method.sigma": [0.003]}},
+        {"label": "ES alpha tied", "role": "es_tied", "axes": {"method.sigma": [0.003]}},
+        {"label": "Adam-free", "role": "es"}, {"label": "GRPO-LoRA", "role": "grpo_lora"}, {"label": "ES full"}]})
+    assert role_of("ES sigma=0.003", declared) == "es_sweep"          # a point of the cell "ES"
+    assert role_of("ES alpha tied sigma=0.003", declared) == "es_tied"  # not "ES" at a point "alpha tied ..."
+    assert role_of("Adam-free", declared) == "es" and role_of("GRPO-LoRA", declared) == "grpo_lora"
+    assert role_of("ES full", declared) == ""                          # declares no role: in no claim's rows
+    assert role_of("ES population=10", declared) == ""                 # "ES" has no population axis
+    df = pd.DataFrame([row("m", "Adam-free vs Original", "greedy_acc", 0.05, 0.01, 0.09),
+                       row("m", "ES sigma=0.01 vs Original", "greedy_acc", 0.05, 0.01, 0.09)])
+    picked = claims.select(with_roles(df, declared), claims.Check("trained vs base", claims.ES, "greedy_acc"))
+    assert list(picked["comparison"]) == ["Adam-free vs Original"]
 
 
 def test_the_boundary_on_real_sizes_and_on_the_zoo(tmp_path):
@@ -156,7 +175,8 @@ def test_analysis_only_claims_are_never_given_a_verdict(tmp_path):
 
 
 def test_the_ledger_is_written_with_working_links(tmp_path):
-    results = write(tmp_path / "results", "quickstart", [row("zoo-1m", "ES vs base", "greedy_acc", 0.05, 0.01, 0.09)])
+    results = write(tmp_path / "results", "quickstart",
+                    [row("zoo-1m", "ES sigma=1e-2 (zoo set) vs base", "greedy_acc", 0.05, 0.01, 0.09)])
     (results / "quickstart" / "analysis.md").write_text("# a\n")
     out = tmp_path / "docs" / "claims.md"
     assert claims.main(["--results", str(results), "--out", str(out)]) == 0
@@ -202,7 +222,7 @@ def test_holm_step_down():
 def test_a_file_without_p_is_uncorrected_and_says_so(tmp_path):
     results = tmp_path / "results"
     (results / "quickstart").mkdir(parents=True)
-    old = {k: v for k, v in row("zoo-1m", "ES vs base", "greedy_acc", -0.05, -0.09, -0.01).items()
+    old = {k: v for k, v in row("zoo-1m", "ES sigma=1e-2 (zoo set) vs base", "greedy_acc", -0.05, -0.09, -0.01).items()
            if k not in ("p_value", "p_bh")}
     pd.DataFrame([old]).to_csv(results / "quickstart" / "comparisons.csv", index=False)   # no p_bh column
     v = claims.verdict(CLAIM["Q1"], results, "quickstart")
@@ -349,8 +369,19 @@ def test_c8_is_non_superiority_within_one_point(tmp_path, high, p, word):
         assert "below the +1-point margin on" in v.detail
 
 
+@pytest.fixture
+def with_grpo(tmp_path, monkeypatch):
+    """conf/ with es_variants_cpu given a GRPO grid (role grpo), which the committed file does not have."""
+    from harness.reporting import claim_rows
+    conf = tmp_path / "conf" / "experiment"
+    conf.mkdir(parents=True)
+    spec = (ROOT / "conf" / "experiment" / "es_variants_cpu.yaml").read_text()
+    (conf / "es_variants_cpu.yaml").write_text(spec + "\ngrids:\n  - {name: GRPO, role: grpo, overrides: [method=grpo]}\n")
+    monkeypatch.setattr(claim_rows, "CONF", tmp_path / "conf")
+
+
 @pytest.mark.parametrize("low, word", [(-0.009, "supported"), (-0.011, "not detected"), (-0.05, "contradicted")])
-def test_c9_is_non_inferiority_to_grpo_and_to_es_within_one_point(tmp_path, low, word):
+def test_c9_is_non_inferiority_to_grpo_and_to_es_within_one_point(tmp_path, with_grpo, low, word):
     """GRPO then ES against GRPO on pass@1 and against ES full on the largest pass@k: lower bounds above -1 point
     support it; one detected below (here [-5.0, -3.0] points) contradicts; its rows against base decide nothing."""
     high = -0.03 if word == "contradicted" else 0.02
@@ -406,3 +437,13 @@ def test_every_verdict_line_says_what_it_came_from(tmp_path):
     assert claims.budget("population") == {"kind": "updates", "updates": 300, "own": True}
     assert claims.budget_text(claims.budget("population")) == \
         "budget: updates (300 updates a run; some cells set their own: read the file)"
+
+
+def test_every_cell_of_a_file_the_ledger_reads_declares_its_role():
+    """A cell without a role is in no claim's rows, silently: every file a claim names declares one everywhere."""
+    import yaml
+    for exp in sorted({e for c in claims.CLAIMS for e in (*c.cpu, *c.gpu)}):
+        spec = yaml.safe_load((ROOT / "conf" / "experiment" / f"{exp}.yaml").read_text())
+        missing = [e.get("label", e.get("name")) for e in (spec.get("cells") or []) + (spec.get("grids") or [])
+                   if not e.get("role")]
+        assert not missing, f"conf/experiment/{exp}.yaml: no role on {missing}"

@@ -185,3 +185,10 @@ def test_an_unknown_model_in_the_models_axis_is_one_line(compose, tmp_path):
                                           r"'zoo-1m'\?; choose from: .*zoo-100k.*zoo-4m") as e:
         validate(c)
     assert "\n" not in str(e.value)
+
+
+def test_a_role_outside_the_vocabulary_is_refused_at_load(compose, tmp_path):
+    body = "cells:\n  - {label: base, role: base, overrides: [method=base]}\n  - {label: ES, role: ES, overrides: [method=es]}\n"
+    c = compose("experiment=roles", _experiment(tmp_path, "roles", body))
+    with pytest.raises(ConfigError, match=re.escape("cells[1].role='ES' is not a role; use one of base, es,")):
+        validate(c)

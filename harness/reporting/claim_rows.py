@@ -2,10 +2,11 @@
 harness/reporting/claim_rules.py holds the rules beyond a plain tally): the rows a rule names, the ledger's call
 on each, the tally most rules share, and where a verdict came from (models, seeds, prompts, pairing, budget).
 
-Cells are matched by their column label (a side of the comparison without "(chosen on validation: ...)"), each
-pattern matched whole: ES_COLUMN is ES itself ("ES", "ES full", "ES sigma=1e-3", "ES sigma=1e-2 (zoo set)"),
-never an ES variant ("ES antithetic", "ES norms only", "ES population=10") or a sequential cell ("GRPO then ES",
-"ES then GRPO"); GRPO_COLUMN is "GRPO", "GRPO(8)" or "GRPO(30)", never "GRPO-LoRA" or "GRPO then ES".
+Cells are matched by the role their experiment file declares beside them (`role:` on a cell or grid,
+harness/reporting/roles.py), never by their labels: ES is the role `es` ("ES", "ES full", "ES sigma=1e-2 (zoo
+set)"), never an ES variant, a placebo, a population cell or a sequential cell; GRPO is `grpo` ("GRPO(8)",
+"GRPO(30)"), never `grpo_lora` or `grpo_then_es`. A column is a comparison's side without "(chosen on
+validation: ...)" or the update flag; its role is its cell's or grid's (roles.role_of).
 
     python -m pytest tests/test_claims.py -q
 """
@@ -22,6 +23,7 @@ import yaml
 
 from harness.reporting.findings import CROSSED, p_text
 from harness.reporting.format import is_percent
+from harness.reporting.roles import declared, role_of
 from harness.reporting.stats import ALPHA, Q
 from harness.reporting.update_claims import MARK
 
@@ -35,29 +37,29 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 # what a row of comparisons.csv admits (row_status)
 PREDATE, UNTESTABLE, UNPAIRED, TESTED, INTERVAL = "predate", "not testable", "not paired", "tested", "interval"
 
-# column labels, each matched whole (see the module docstring)
-ES_COLUMN = r"ES(?: full)?(?: sigma=\S+)?(?: \([^()]*\))?"
-GRPO_COLUMN = r"GRPO(?:\(\d+\))?"
-PPO_COLUMN = r"PPO"
-SIGMA_ES = r"ES(?: alpha tied)?(?: sigma=\S+)?"     # either ES cell of a sigma sweep, at any sigma
-FIXED_ALPHA_ES = r"ES sigma=\S+"                     # the sweep's ES cell (alpha fixed where the file fixes it)
-POPULATION_ES = r"ES population=\d+"
-ANTITHETIC = r"ES antithetic"
-GRPO_THEN_ES = r"GRPO then ES"
+# the roles the claims read (harness/reporting/roles.py), each a tuple of roles a side may have
+ES_ROLE = ("es",)                       # ES itself, never a variant, placebo, population or sequential cell
+GRPO_ROLE = ("grpo",)                   # GRPO at a group size, never GRPO-LoRA or GRPO then ES
+PPO_ROLE = ("ppo",)
+SIGMA_ES = ("es_sweep", "es_tied")        # either ES cell of a sigma sweep, at any sigma
+FIXED_ALPHA_ES = ("es_sweep",)            # the sweep's ES cell (alpha fixed where the file fixes it)
+POPULATION_ES = ("es_population",)
+ANTITHETIC = ("es_antithetic",)
+GRPO_THEN_ES = ("grpo_then_es",)
 CHOSEN = re.compile(r" \(chosen on validation: .*\)$")
 FLAG = re.compile(r" \[(?:NO UPDATE|\d+% skipped[^\]]*|\d+ of \d+ seeds [^\]]*)\]$")  # aggregate.py's update flag
 
 
 @dataclass(frozen=True)
 class Check:
-    """Rows of comparisons.csv: `kind` ("" for any kind), the A side's column matching `a` whole (and the B side's
-    matching `b`, when given), `metric` ("pass@K": the largest pass@k, k > 1, the experiment measured); `sign` +1
-    claims A above B, -1 below."""
+    """Rows of comparisons.csv: `kind` ("" for any kind), the A side's role in `a` (and the B side's in `b`, when
+    given), `metric` ("pass@K": the largest pass@k, k > 1, the experiment measured); `sign` +1 claims A above B,
+    -1 below."""
     kind: str
-    a: str
+    a: tuple
     metric: str
     sign: int = 1
-    b: str | None = None
+    b: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -182,13 +184,27 @@ def select(df: pd.DataFrame, check: Check) -> pd.DataFrame:
     if df.empty:
         return df
     metric = (largest_k(df) or check.metric) if check.metric == "pass@K" else check.metric
-    a, b = sides(df)
-    keep = (df["metric"] == metric) & a.str.fullmatch(check.a)
+    keep = (df["metric"] == metric) & df["_a_role"].isin(check.a)
     if check.kind:
         keep &= df["kind"] == check.kind
     if check.b is not None:
-        keep &= b.str.fullmatch(check.b)
+        keep &= df["_b_role"].isin(check.b)
     return df[keep]
+
+
+def with_roles(df: pd.DataFrame, roles: dict[str, tuple]) -> pd.DataFrame:
+    """The rows with each side's role (`_a_role`, `_b_role`; "" where its cell declares none)."""
+    a, b = sides(df)
+    return df.assign(_a_role=a.map(lambda c: role_of(c, roles)), _b_role=b.map(lambda c: role_of(c, roles)))
+
+
+def roles(exp: str, conf: Path | None = None) -> dict[str, tuple]:
+    """{cell label or grid name: (role, axis keys)} declared in conf/experiment/<exp>.yaml ({} when unreadable)."""
+    try:
+        path = (conf or CONF) / "experiment" / f"{exp}.yaml"
+        return declared(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    except (OSError, yaml.YAMLError):
+        return {}
 
 
 def load(results: Path, exp: str, gpu: bool) -> pd.DataFrame | str:
@@ -206,7 +222,7 @@ def load(results: Path, exp: str, gpu: bool) -> pd.DataFrame | str:
         text = findings.read_text().split("\n" + MARK)[0].strip() if findings.is_file() else ""
         first = text.splitlines()[-1] if text else ""
         return f"results/{exp}/comparisons.csv has no rows{': ' + first if first else ''}"
-    out = deciding(df)
+    out = with_roles(deciding(df), roles(exp))
     out.attrs["folder"] = str(folder)  # a rule that chooses on validation reads table.csv beside it
     return out
 

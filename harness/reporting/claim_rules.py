@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.reporting.claim_rows import (CONF, ANTITHETIC, CONTRADICTED, ES_COLUMN, FIXED_ALPHA_ES, GRPO_COLUMN,
+from harness.reporting.claim_rows import (CONF, ANTITHETIC, CONTRADICTED, ES_ROLE, FIXED_ALPHA_ES, GRPO_ROLE,
                                           GRPO_THEN_ES, INTERVAL, NOT_DECIDABLE, NOT_DETECTED, NOT_RUN, NOT_TESTABLE,
                                           POPULATION_ES, SIGMA_ES, SUPPORTED, TESTED, Check, Verdict, _nan, as_tuple,
                                           by_checks, counted, holm, is_uncorrected, missed, named, not_runnable,
@@ -126,7 +126,7 @@ def grpo_tradeoff(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     """C1 per model and GRPO column (GRPO(8) and GRPO(30) counted apart): supported when pass@1 is detected above
     base on every one and the largest pass@k below base on more than half; contradicted when pass@1 is detected
     below base on any, or the largest pass@k above base on more than half."""
-    rows = named(df, (Check(BASE, GRPO_COLUMN, "pass@1"), Check(BASE, GRPO_COLUMN, "pass@K", -1)))
+    rows = named(df, (Check(BASE, GRPO_ROLE, "pass@1"), Check(BASE, GRPO_ROLE, "pass@K", -1)))
     stop = not_runnable(rows)
     if stop:
         return stop
@@ -156,7 +156,7 @@ def non_superior(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     """C8, a claim of no gain, tested as non-superiority with a 1-point margin: supported when every model's "ES
     antithetic vs ES full" greedy row has its upper 95% bound below +1 point; contradicted when a row is detected
     above (BH in its file, Holm over these rows); else not detected."""
-    rows = named(df, (Check("variant vs full ES", ANTITHETIC, "greedy_acc", b=ES_COLUMN),))
+    rows = named(df, (Check("variant vs full ES", ANTITHETIC, "greedy_acc", b=ES_ROLE),))
     stop = not_runnable(rows)
     if stop:
         return stop
@@ -176,8 +176,8 @@ def sequential(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     1-point margin: supported when every such row's lower 95% bound is above -1 point; contradicted when one is
     detected below (BH in its file, Holm over these rows); not decidable from comparisons when a comparison is
     missing (comparisons.py pairs a sequential cell with base and with full ES, never with an RL cell)."""
-    checks = {"'GRPO then ES vs GRPO' row on pass@1": Check("", GRPO_THEN_ES, "pass@1", b=GRPO_COLUMN),
-              "'GRPO then ES vs ES full' row on the largest pass@k": Check("", GRPO_THEN_ES, "pass@K", b=ES_COLUMN)}
+    checks = {"'GRPO then ES vs GRPO' row on pass@1": Check("", GRPO_THEN_ES, "pass@1", b=GRPO_ROLE),
+              "'GRPO then ES vs ES full' row on the largest pass@k": Check("", GRPO_THEN_ES, "pass@K", b=ES_ROLE)}
     seq = df[sides(df)[0] == "GRPO then ES"] if not df.empty else df
     if seq.empty:
         return Verdict(NOT_RUN, "no GRPO then ES row in comparisons.csv")
@@ -202,7 +202,7 @@ def sequential(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     lows = (f"lower 95% bounds {_bounds(rows, 'ci_low')} points, above the -1-point margin on {over} of {len(rows)}"
             if not rows.empty else "no row")
     if gaps:
-        grpo = sides(df)[0].str.fullmatch(GRPO_COLUMN).any() or sides(df)[1].str.fullmatch(GRPO_COLUMN).any()
+        grpo = bool(df["_a_role"].isin(GRPO_ROLE).any() or df["_b_role"].isin(GRPO_ROLE).any())
         why = ("comparisons.py has no kind that pairs a sequential cell with an RL cell (only with base and with "
                "full ES)" + ("" if grpo else ", and this file has no GRPO cell"))
         return Verdict(NOT_DECIDABLE, f"{'; '.join(gaps)}: {why}; none detected below ({lows})", shown, unc)

@@ -47,13 +47,13 @@ from typing import Callable
 import pandas as pd
 
 from harness.core.atomic import write_text_atomic
-from harness.reporting.claim_rows import (ES_COLUMN, GRPO_COLUMN, NOT_RUN, PPO_COLUMN, UNCORRECTED, Check,  # noqa: F401
+from harness.reporting.claim_rows import (ES_ROLE, GRPO_ROLE, NOT_RUN, PPO_ROLE, UNCORRECTED, Check,  # noqa: F401
                                           Verdict, basis, budget, budget_text, by_checks, holm, load, pts, select)
 from harness.reporting.claim_rules import (BASE, averaged, boundary, grpo_tradeoff, non_superior, population,
                                            sequential, small_sigma)
 from harness.reporting.format import is_percent
 
-ES = ES_COLUMN            # the ES column ("ES", "ES full", "ES sigma=..."), never a variant or a sequential cell
+ES = ES_ROLE              # the ES column (role es: "ES", "ES full", "ES sigma=..."), never a variant or a sequential cell
 RERUN = "`python -m harness experiment={exp} results_dir=results`"
 
 
@@ -95,11 +95,11 @@ CLAIMS = (
           decide=partial(averaged, check=Check(BASE, ES, "greedy_acc"))),
     Claim("Q2", QIU, "Averaged over models, PPO improves over the base model by 17.9%.", **TABLE1,
           rule=AVERAGE.format(what="PPO", cols=""),
-          decide=partial(averaged, check=Check(BASE, PPO_COLUMN, "greedy_acc"))),
+          decide=partial(averaged, check=Check(BASE, PPO_ROLE, "greedy_acc"))),
     Claim("Q3", QIU, "Averaged over models, GRPO improves over the base model by 21.3% (group 8) and 21.4% "
           "(group 30).", **TABLE1,
           rule=AVERAGE.format(what="GRPO", cols=" (GRPO, GRPO(8), GRPO(30) each apart; not GRPO-LoRA or GRPO then ES)"),
-          decide=partial(averaged, check=Check(BASE, GRPO_COLUMN, "greedy_acc"))),
+          decide=partial(averaged, check=Check(BASE, GRPO_ROLE, "greedy_acc"))),
     Claim("Q4", QIU, "ES is robust across base models.", cpu=("qiu2025_table1_cpu",), gpu=("qiu2025_table1",),
           rule="ES vs base, greedy_acc, detected above base on every model, with at least two models",
           checks=(Check(BASE, ES, "greedy_acc"),), min_models=2),

@@ -32,6 +32,7 @@ from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
 from harness.core.method_facts import light_config
 from harness.core.paths import CONF_DIR
+from harness.reporting.roles import ROLES
 from harness.runner import signatures
 
 # Keys an experiment file adds (conf/experiment/*.yaml): what each does is in harness/runner/experiment.py.
@@ -45,8 +46,9 @@ EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "su
 # (it passes stamp on itself).
 CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "rehearse", "child_run", "stamp", "launcher",
                           "hydra"})
-CELL_KEYS = {"label", "overrides", "axes", "seeded", "exploratory"}  # exploratory: harness/reporting/endpoints.py
-GRID_KEYS = {"name", "overrides", "axes", "optional", "exploratory"}  # optional: true = opt-in, +include=[name]
+CELL_KEYS = {"label", "overrides", "axes", "seeded", "exploratory", "role"}  # exploratory: reporting/endpoints.py
+GRID_KEYS = {"name", "overrides", "axes", "optional", "exploratory", "role"}  # optional: true = opt-in, +include=[name]
+# role: what the cell is, for the claims ledger (harness/reporting/roles.py)
 MODEL_KEYS = {"name", "overrides"}
 AXIS_PLOT_KEYS = {"key", "cell", "name", "reference", "baseline", "metrics"}
 EVAL_TARGET = "harness.evaluation.evaluate.EvalConfig"
@@ -157,6 +159,10 @@ def _check_entries(node, key: str, valid: set[str], required: str | None) -> Non
             for ak, av in axes.items():
                 if not isinstance(av, (list, ListConfig)) or not av:
                     raise ConfigError(f"{key}[{i}].axes.{ak} must be a non-empty list of values, got {av!r}")
+        role = entry.get("role")
+        if role is not None and role not in ROLES:
+            raise ConfigError(f"{key}[{i}].role={role!r} is not a role; use one of {', '.join(ROLES)} "
+                              "(harness/reporting/roles.py), or leave it out")
         ov = entry.get("overrides")
         if ov is not None and not isinstance(ov, (list, ListConfig)):
             raise ConfigError(f"{key}[{i}].overrides must be a list like [method=es, method.sigma=0.01], got {ov!r}")
