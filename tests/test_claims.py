@@ -447,3 +447,10 @@ def test_every_cell_of_a_file_the_ledger_reads_declares_its_role():
         missing = [e.get("label", e.get("name")) for e in (spec.get("cells") or []) + (spec.get("grids") or [])
                    if not e.get("role")]
         assert not missing, f"conf/experiment/{exp}.yaml: no role on {missing}"
+
+
+def test_the_committed_ledger_is_what_the_committed_results_give(tmp_path):
+    """docs/claims.md regenerates identically from results/ (a change to a rule, a role or a folder that is not
+    followed by `python -m harness.reporting.claims` fails here)."""
+    out = ROOT / "docs" / "claims.md"
+    assert claims.ledger(ROOT / "results", out) == out.read_text()

@@ -27,11 +27,12 @@ Predictions, for a group of n updated coordinates out of d:
   (c) fraction with |delta| < t: P(|x| < t) = erf(t / (s sqrt 2)).
 NOTE-076's sparsity threshold is "within the magnitude range of a single ES update": the range,
 the largest |coordinate| one applied update reaches. One update is d i.i.d. N(0, s1^2) coordinates,
-s1 = s/sqrt(T) its RMS (zscore: alpha/sqrt(N)), so its largest magnitude is s1 c_d with
-c_d = Phi^-1((1 + 2^(-1/d))/2) (harness/reporting/stats.py range_multiple), the median of the maximum of d |Z| (4.91 at d = 752k, 5.84 at 135M;
-the maximum's sd is about 1.28/c_d, 5% of it at 752k). Under the null the fraction below it is
-erf(c_d/sqrt(2T)): on zoo-1m above 93.0% at T <= 7, inside NOTE-076's 77.6-93.0% at T = 8-16, below after. The RMS s1 itself is kept
-as a second, stricter threshold (erf(1/sqrt(2T)), at most 68.3%).
+s1 = s/sqrt(T) its RMS (zscore: alpha/sqrt(N)), so its largest magnitude is s1 c_d, with
+c_d = Phi^-1((1 + 2^(-1/d))/2) the median of the maximum of d |Z| (harness/reporting/stats.py
+range_multiple: 4.91 at d = 752k, 5.84 at 135M; the maximum's sd is about 1.28/c_d, 5% of it at
+752k). Under the null the fraction below it is erf(c_d/sqrt(2T)): on zoo-1m above 93.0% at T <= 7,
+inside NOTE-076's 77.6-93.0% at T = 8-16, below it after. The RMS s1 itself is kept as a second,
+stricter threshold (erf(1/sqrt(2T)), at most 68.3%).
 
 Tolerances (a figure within its tolerance is reported as matching the null):
   (a) |ratio - 1| <= max(2%, 3/sqrt(2n)): ||x||/(s sqrt n) has sd ~ 1/sqrt(2n) under the null (chi

@@ -15,7 +15,6 @@ experiment's deciding rows and its budget (claim_rows.budget) and returns a Verd
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import numpy as np
@@ -178,7 +177,7 @@ def sequential(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     missing (comparisons.py pairs a sequential cell with base and with full ES, never with an RL cell)."""
     checks = {"'GRPO then ES vs GRPO' row on pass@1": Check("", GRPO_THEN_ES, "pass@1", b=GRPO_ROLE),
               "'GRPO then ES vs ES full' row on the largest pass@k": Check("", GRPO_THEN_ES, "pass@K", b=ES_ROLE)}
-    seq = df[sides(df)[0] == "GRPO then ES"] if not df.empty else df
+    seq = df[df["_a_role"].isin(GRPO_THEN_ES)] if not df.empty else df
     if seq.empty:
         return Verdict(NOT_RUN, "no GRPO then ES row in comparisons.csv")
     rows = named(df, tuple(checks.values()))
