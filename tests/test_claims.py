@@ -454,3 +454,15 @@ def test_the_committed_ledger_is_what_the_committed_results_give(tmp_path):
     followed by `python -m harness.reporting.claims` fails here)."""
     out = ROOT / "docs" / "claims.md"
     assert claims.ledger(ROOT / "results", out) == out.read_text()
+
+
+def test_the_claims_file_is_data_and_a_bad_entry_names_itself(tmp_path):
+    """conf/claims.yaml declares the claims; an unknown rule or source fails naming the claim and the choices."""
+    assert [c.id for c in claims.load_claims()][:3] == ["Q1", "Q2", "Q3"] and len(claims.CLAIMS) == 20
+    bad = tmp_path / "claims.yaml"
+    bad.write_text("sources: {s: S}\nclaims:\n  - {id: X1, source: s, text: t, decide: {rule: avarage}}\n")
+    with pytest.raises(ValueError, match="claim 'X1': no rule 'avarage'; one of averaged, boundary"):
+        claims.load_claims(bad)
+    bad.write_text("sources: {s: S}\nclaims:\n  - {id: X2, source: q, text: t}\n")
+    with pytest.raises(ValueError, match="claim 'X2'.*source 'q' \\(sources: s\\)"):
+        claims.load_claims(bad)

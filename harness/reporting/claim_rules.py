@@ -151,7 +151,7 @@ def _bounds(rows: pd.DataFrame, key: str) -> str:
     return ", ".join(f"{r['model']} {pts(r[key], r['metric'])}" for _, r in rows.iterrows())
 
 
-def non_superior(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
+def non_superior(df: pd.DataFrame, budget: dict | None = None, *, margin: float = MARGIN) -> Verdict:
     """C8, a claim of no gain, tested as non-superiority with a 1-point margin: supported when every model's "ES
     antithetic vs ES full" greedy row has its upper 95% bound below +1 point; contradicted when a row is detected
     above (BH in its file, Holm over these rows); else not detected."""
@@ -162,15 +162,15 @@ def non_superior(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     has = rows["ci_high"].notna()
     if not has.any():
         return Verdict(NOT_TESTABLE, "no row has an interval (each row says why)", as_tuple(rows))
-    under = int((rows["ci_high"] < MARGIN).sum())
+    under = int((rows["ci_high"] < margin).sum())
     above = int((rows["_dir"] == 1).sum())
-    says = (f"upper 95% bounds ({_bounds(rows, 'ci_high')} points) below the +1-point margin on {under} of "
+    says = (f"upper 95% bounds ({_bounds(rows, 'ci_high')} points) below the +{100 * margin:g}-point margin on {under} of "
             f"{len(rows)} models; {above} detected above full ES{counted(rows)}{missed(rows)}{untested(rows)}")
     word = CONTRADICTED if above else SUPPORTED if has.all() and under == len(rows) else NOT_DETECTED
     return Verdict(word, says, as_tuple(rows), is_uncorrected(rows))
 
 
-def sequential(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
+def sequential(df: pd.DataFrame, budget: dict | None = None, *, margin: float = MARGIN) -> Verdict:
     """C9: "GRPO then ES" against GRPO on pass@1 and against full ES on the largest pass@k, non-inferiority with a
     1-point margin: supported when every such row's lower 95% bound is above -1 point; contradicted when one is
     detected below (BH in its file, Holm over these rows); not decidable from comparisons when a comparison is
@@ -197,8 +197,8 @@ def sequential(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
     if below:
         return Verdict(CONTRADICTED, f"{below} of {len(rows)} rows detected below{counted(rows)}"
                        + (f"; {'; '.join(gaps)}" if gaps else ""), shown, unc)
-    over = int((rows["ci_low"] > -MARGIN).sum()) if not rows.empty else 0
-    lows = (f"lower 95% bounds {_bounds(rows, 'ci_low')} points, above the -1-point margin on {over} of {len(rows)}"
+    over = int((rows["ci_low"] > -margin).sum()) if not rows.empty else 0
+    lows = (f"lower 95% bounds {_bounds(rows, 'ci_low')} points, above the -{100 * margin:g}-point margin on {over} of {len(rows)}"
             if not rows.empty else "no row")
     if gaps:
         grpo = bool(df["_a_role"].isin(GRPO_ROLE).any() or df["_b_role"].isin(GRPO_ROLE).any())
@@ -232,7 +232,7 @@ def _per_model(rows: pd.DataFrame, m: str) -> tuple[int, str]:
     return 0, f" ({what}: BH p {', '.join(p_text(v) for v in near['p_bh'])})"
 
 
-def population(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
+def population(df: pd.DataFrame, budget: dict | None = None, *, within: float = WITHIN) -> Verdict:
     """C7 with NOTE-076's criterion where the rows allow it: on a model N < 30 suffices when its difference to N=30
     has its lower 95% bound above -0.5 points, and falls short when detected below N=30. Supported when some N
     suffices on the largest model and falls short on the smallest, contradicted the other way round. When no N
@@ -244,7 +244,7 @@ def population(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
         return stop
     models = ordered_models(rows)
     n = sides(rows)[0].str.extract(r"population=(\d+)")[0].astype(int)
-    ok, short = (rows["ci_low"] > -WITHIN).fillna(False), rows["_dir"] == -1
+    ok, short = (rows["ci_low"] > -within).fillna(False), rows["_dir"] == -1
     kind = (budget or {}).get("kind")
     spent = {"flops": "FLOPs", "samples": "completions scored"}.get(kind, kind or "its budget")
     matched = ("" if kind == "updates" else f"; this file matches {spent} where NOTE-076 matches updates: a smaller N "
@@ -255,14 +255,15 @@ def population(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
 
     def listed(s: set) -> str:
         return "/".join(str(v) for v in sorted(s)) or "none"
+    pt = f"{100 * within:g}"
     small, large = models[0], models[-1]
     if ok.any():
-        says = ", ".join(f"{m}: N = {listed(ns(m, ok))} within 0.5 points, N = {listed(ns(m, short))}"
+        says = ", ".join(f"{m}: N = {listed(ns(m, ok))} within {pt} points, N = {listed(ns(m, short))}"
                          " detected below N=30" for m in models)
         pro, con = ns(large, ok) & ns(small, short), ns(small, ok) & ns(large, short)
         word = NOT_DETECTED if len(models) == 1 else SUPPORTED if pro and not con else CONTRADICTED if con and not pro \
             else NOT_DETECTED
-        says += " (within 0.5 points: the lower 95% bound above -0.5 points)"
+        says += f" (within {pt} points: the lower 95% bound above -{pt} points)"
     else:
         per = {m: _per_model(rows, m) for m in models}
         worse = {m: bool(ns(m, short)) for m in models}
@@ -271,10 +272,10 @@ def population(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
         s, b = worse[small], worse[large]
         word = SUPPORTED if s and not b else CONTRADICTED if b and not s else NOT_DETECTED
         lowest = pts(rows["ci_low"].min(), "greedy_acc")
-        says += (f"; NOTE-076's criterion (within 0.5 points of N=30) cannot be applied: no N < 30 has its lower 95% "
-                 f"bound above -0.5 points on any model (lowest {lowest} points), so the weaker reading decides "
+        says += (f"; NOTE-076's criterion (within {pt} points of N=30) cannot be applied: no N < 30 has its lower "
+                 f"95% bound above -{pt} points on any model (lowest {lowest} points), so the weaker reading decides "
                  "(a loss detected on the smallest model, none on the largest; not detecting a loss is not being "
-                 "within 0.5 points)")
+                 f"within {pt} points)")
     says = (says if len(models) > 1 else f"one model run ({says})") + counted(rows) + matched
     return Verdict(word, says, as_tuple(rows), is_uncorrected(rows))
 

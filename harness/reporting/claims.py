@@ -1,11 +1,14 @@
 """The claims ledger: each published claim, the experiment files that test it, and its verdict.
 
+The claims themselves (sources, texts, files, rules by name with their thresholds) are data, in conf/claims.yaml;
+this module is the engine that reads them, decides each and writes the ledger.
+
     python -m harness.reporting.claims                  # results/*/comparisons.csv -> docs/claims.md
     python -m harness.reporting.claims --results R --out F
 
 docs/claims.md is generated, never edited: rerun this after a results/ folder changes. A claim is
 decided only by the paired rows of comparisons.csv (harness/reporting/comparisons.py): per experiment,
-the rows its rule names (comparison kind, the compared columns, each label matched whole, metric), one row
+the rows its rule names (comparison kind, the compared cells by their declared roles, metric), one row
 per comparison and metric (paired by seed where the experiment has one, else by prompt); reading and
 annotating them is harness/reporting/claim_rows.py. A row counts as `detected` only when its p survives
 Benjamini-Hochberg at q = 0.05 over its comparisons.csv (the file's p_bh; its result "detected") AND Holm at
@@ -45,12 +48,13 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+import yaml
 
 from harness.core.atomic import write_text_atomic
 from harness.reporting.claim_rows import (ES_ROLE, GRPO_ROLE, NOT_RUN, PPO_ROLE, UNCORRECTED, Check,  # noqa: F401
                                           Verdict, basis, budget, budget_text, by_checks, holm, load, pts, select)
-from harness.reporting.claim_rules import (BASE, averaged, boundary, grpo_tradeoff, non_superior, population,
-                                           sequential, small_sigma)
+from harness.reporting.claim_rules import (averaged, boundary, grpo_tradeoff, non_superior, population, sequential,
+                                           small_sigma)
 from harness.reporting.format import is_percent
 
 ES = ES_ROLE              # the ES column (role es: "ES", "ES full", "ES sigma=..."), never a variant or a sequential cell
@@ -71,111 +75,40 @@ class Claim:
     undecidable: str = ""             # why no comparison decides it, and what to read
 
 
-# ----------------------------------------------------------------------------- the claims
+# ----------------------------------------------------------------------------- the claims, from conf/claims.yaml
 
-QIU, NOTE, HOY, RECORD = "Qiu et al. 2025 (arXiv 2509.24372)", "NOTE-076", "Hoy et al.", "the practice record"
-TABLE1 = dict(cpu=("qiu2025_table1_cpu", "quickstart", "real_cpu"), gpu=("qiu2025_table1",))
-PASSK = dict(cpu=("quickstart", "qiu2025_table1_cpu"), gpu=("gsm8k_passk",))
-WEIGHTS = dict(cpu=("quickstart", "qiu2025_table1_cpu", "scale_ladder_cpu", "real_cpu", "numerics_cpu"),
-               gpu=("gsm8k_passk", "numerics"))
-SIGMA = dict(cpu=("scale_ladder_cpu", "sigma_sweep_cpu"), gpu=("sigma_sweep",))
-VARIANTS = dict(cpu=("es_variants_cpu",), gpu=("es_variants",))
-NULL = ("not decidable from comparisons: see analysis.md ({section}) beside its random-walk null, which checks the "
-        "size and shape of ES's update (its arithmetic) and cannot tell learning from none at these iteration counts")
-AVERAGE = ("{what} vs base, greedy_acc, averaged over models, per column{cols}: the mean of the models' differences "
-           "with a 95% interval from their rows' intervals (a normal approximation: SE = sqrt(sum se_i^2)/k, se_i = "
-           "(ci_high - ci_low)/(2 x 1.959964), the models independent), counted when its Holm p over the claim's "
-           "columns is <= 0.05; with one model, that model's row. Supported when every column's interval lies above 0, "
-           "contradicted when one lies below, else not detected; a model whose row has no interval leaves the average "
-           "not testable. The source's figure is relative to base accuracy; the mean here is in points")
+CLAIMS_FILE = Path(__file__).resolve().parents[2] / "conf" / "claims.yaml"
+RULES = {f.__name__: f for f in (averaged, boundary, grpo_tradeoff, non_superior, population, sequential, small_sigma)}
 
-CLAIMS = (
-    Claim("Q1", QIU, "Averaged over models, ES improves over the base model by 36.4%.", **TABLE1,
-          rule=AVERAGE.format(what="ES (the ES column: ES or ES sigma=..., no variant)", cols=""),
-          decide=partial(averaged, check=Check(BASE, ES, "greedy_acc"))),
-    Claim("Q2", QIU, "Averaged over models, PPO improves over the base model by 17.9%.", **TABLE1,
-          rule=AVERAGE.format(what="PPO", cols=""),
-          decide=partial(averaged, check=Check(BASE, PPO_ROLE, "greedy_acc"))),
-    Claim("Q3", QIU, "Averaged over models, GRPO improves over the base model by 21.3% (group 8) and 21.4% "
-          "(group 30).", **TABLE1,
-          rule=AVERAGE.format(what="GRPO", cols=" (GRPO, GRPO(8), GRPO(30) each apart; not GRPO-LoRA or GRPO then ES)"),
-          decide=partial(averaged, check=Check(BASE, GRPO_ROLE, "greedy_acc"))),
-    Claim("Q4", QIU, "ES is robust across base models.", cpu=("qiu2025_table1_cpu",), gpu=("qiu2025_table1",),
-          rule="ES vs base, greedy_acc, detected above base on every model, with at least two models",
-          checks=(Check(BASE, ES, "greedy_acc"),), min_models=2),
-    Claim("Q5", QIU, "ES is less prone to reward hacking.", cpu=("conciseness_cpu",),
-          gpu=("qiu2025_table2_conciseness",),
-          undecidable="not decidable by one rule: reward hacking is a reading of reward beside KL to base across the "
-          "columns (table.md, pareto.png); comparisons.py pairs each ES column with each GRPO column on both, "
-          "and findings.md lists those intervals"),
-    Claim("Q6", QIU, "ES is steadier across runs.", gpu=("qiu2025_table2_conciseness", "qiu2025_table1"),
-          undecidable="not decidable from comparisons: they pair means, no comparison tests the spread over seeds; "
-          "read the seed intervals in table.md"),
-    Claim("Q7", QIU, "GRPO group size 8 vs 30 moves the average by 0.1 points.", cpu=("qiu2025_table1_cpu",),
-          gpu=("qiu2025_table1",), undecidable="not decidable from comparisons: comparisons.py has no GRPO(8) vs "
-          "GRPO(30) kind; table.md shows both columns, unpaired"),
-    Claim("C1", NOTE, "GRPO improves pass@1 and degrades large-k pass@k, often below base (15 of 18).", **PASSK,
-          rule="GRPO vs base (GRPO, GRPO(8), GRPO(30); each column on each model one case), pass@1 and the largest "
-          "pass@k measured: supported when pass@1 is detected above base in every case and the largest pass@k is "
-          "detected below base in more than half of them; contradicted when pass@1 is detected below base in any "
-          "case, or the largest pass@k above base in more than half; else not detected. The count below base is "
-          "given against the source's 15 of 18", decide=grpo_tradeoff),
-    Claim("C2", NOTE, "ES improves pass@1, pass@16 and pass@32 together.", **PASSK,
-          rule="ES vs base (the ES column, no variant): pass@1, pass@16 and pass@32 (those measured) each detected "
-          "above base, on every model",
-          checks=(Check(BASE, ES, "pass@1"), Check(BASE, ES, "pass@16"), Check(BASE, ES, "pass@32"))),
-    Claim("C4", NOTE, "ES's drift does not cause broad forgetting.", gpu=("gsm8k_passk",),
-          undecidable="not decidable from comparisons: held-out scores are table.md blocks (Held-out task), unpaired"),
-    Claim("C5", NOTE, "ES's gains live in a sparse, larger-magnitude coordinate subset.", **WEIGHTS,
-          undecidable=NULL.format(section="Functional sparsity") + "; NOTE-076's threshold, one update's range (its "
-          "largest |coordinate|, c_d times its RMS), already has erf(c_d/sqrt(2T)) of a walk's coordinates below it "
-          "after T updates (inside 77.6-93.0% at T = 8-16 on zoo-1m), so its figure is read against the walk and is "
-          "not testable below the T the power line gives (findings.md, NOTE-076's claims)"),
-    Claim("C6", NOTE, "ES adapts through normalization and attention parameters, GRPO through embeddings and the "
-          "LM head.", **WEIGHTS, undecidable=NULL.format(section="Localisation")),
-    Claim("C7", NOTE, "The population size ES needs falls with model scale.",
-          cpu=("population_cpu",), gpu=("population",),
-          rule="ES population=N vs N=30, greedy_acc, NOTE-076's criterion: N < 30 suffices on a model when its "
-          "difference to N=30 has its lower 95% bound above -0.5 points, and falls short when detected below N=30; "
-          "supported when some N suffices on the largest model and falls short on the smallest, contradicted the "
-          "other way round. Where no N suffices on any model (intervals too wide) the criterion cannot be applied "
-          "and a weaker reading decides: some N < 30 detected below N=30 on the smallest model and none on the "
-          "largest (contradicted the other way round; not detecting a loss is not being within 0.5 points). "
-          "NOTE-076 matches updates (300); a file that matches FLOPs gives a smaller N more iterations, and its "
-          "verdict says so", decide=population),
-    Claim("C8", NOTE, "Antithetic estimation does not pay on reasoning tasks.", **VARIANTS,
-          rule="ES antithetic vs ES full, greedy_acc, non-superiority with a margin of 1 point: supported when every "
-          "model's row has its upper 95% bound below +1 point; contradicted when a row is detected above full ES; "
-          "else not detected", decide=non_superior),
-    Claim("C9", NOTE, "Sequential GRPO->ES buys both ends of the trade-off.", **VARIANTS,
-          rule="GRPO then ES against GRPO on pass@1 and against full ES on the largest pass@k measured (each end of "
-          "the trade-off against the method that holds it, not against base), non-inferiority with a margin of 1 "
-          "point: supported when every such row's lower 95% bound is above -1 point, contradicted when one is "
-          "detected below; not decidable from comparisons when a comparison is missing (comparisons.py pairs a "
-          "sequential cell with base and with full ES only)", decide=sequential),
-    Claim("entropy", NOTE, "Token entropy declines under GRPO and changes modestly under ES.", **WEIGHTS,
-          undecidable="not decidable from comparisons: see analysis.md (Token entropy); the twins measure it on "
-          "training-task validation prompts, the note on held-out GPQA"),
-    Claim("drift", NOTE, "Drift ratio ~40x (GRPO 0.0475 vs ES 1.933 on Qwen2.5-1.5B-Instruct).", **WEIGHTS,
-          undecidable=NULL.format(section="Relative drift")),
-    Claim("KL", HOY, "ES has lower KL to base on single-task Countdown (0.21 vs 0.38 nats) but not in sequential "
-          "training (Math training moves Chemistry by 0.62 nats under ES vs 0.01 under GRPO).",
-          undecidable="not decidable from comparisons: KL to base (eval.kl_to_base=true) is a table column, "
-          "unpaired; no experiment file trains Math then Chemistry"),
-    Claim("1.5B", RECORD, "Every negative ES result is at 1.5B or below and every positive at 1.5B or above.",
-          **SIGMA, decide=boundary,
-          rule="per model, ES (any sigma, either ES cell) vs base, greedy_acc: a detected gain is +, else a detected "
-          "loss is -. "
-          "GPU: no + below 1.5B, no - above it. Zoo (standing in for size): no + at a smaller size than a -; "
-          "supported when both are seen"),
-    Claim("1.5B-alt", RECORD, "Alternative reading: improvement is accessible at 0.5B provided the perturbation "
-          "scale is small enough.", **SIGMA, decide=small_sigma,
-          rule="some sigma at or below the model's own fixed sigma (the paper's 1e-3; the zoo's 1e-2) improves, "
-          "chosen on validation: on the smallest model, of the ES rows (the cell ES sigma=..., not ES alpha tied) at "
-          "or below that sigma, the one with the best validation score (table.csv) vs base, greedy_acc, detected "
-          "above base; not testable when those rows were not scored on validation "
-          "(where alpha is tied to sigma, alpha = sigma/2, the step size moves with it: read the file's header)"),
-)
+
+def _check(d: dict) -> Check:
+    return Check(d["kind"], tuple(d["a"]), d["metric"], d.get("sign", 1), tuple(d["b"]) if "b" in d else None)
+
+
+def _claim(d: dict, sources: dict) -> Claim:
+    """One entry of conf/claims.yaml; a rule name, source or key it does not know is an error naming it."""
+    known = {"id", "source", "text", "cpu", "gpu", "rule", "checks", "min_models", "decide", "undecidable"}
+    if set(d) - known or d.get("source") not in sources:
+        raise ValueError(f"conf/claims.yaml, claim {d.get('id')!r}: unknown keys {sorted(set(d) - known)} or source "
+                         f"{d.get('source')!r} (sources: {', '.join(sources)})")
+    decide = None
+    if d.get("decide"):
+        args = dict(d["decide"])
+        name = args.pop("rule")
+        if name not in RULES:
+            raise ValueError(f"conf/claims.yaml, claim {d['id']!r}: no rule {name!r}; one of {', '.join(RULES)}")
+        decide = partial(RULES[name], **{k: _check(v) if k == "check" else v for k, v in args.items()})
+    return Claim(d["id"], sources[d["source"]], d["text"], tuple(d.get("cpu", ())), tuple(d.get("gpu", ())),
+                 d.get("rule", ""), tuple(_check(c) for c in d.get("checks", ())), d.get("min_models", 1), decide,
+                 d.get("undecidable", ""))
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> tuple[Claim, ...]:
+    spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return tuple(_claim(d, spec["sources"]) for d in spec["claims"])
+
+
+CLAIMS = load_claims()
 
 
 def verdict(claim: Claim, results: Path, exp: str, gpu: bool = False) -> Verdict:
