@@ -63,7 +63,7 @@ CLAIMS = [
     Claim("README.md", "| CPU, 127 min of runs |", runs="population_cpu"),
     Claim("README.md", "| CPU, 213 min of runs |", runs="es_variants_cpu"),
     Claim("README.md", "| CPU, 77 min of runs |", runs="placebo_cpu"),
-    Claim("README.md", "the pilot's 3 runs took 153 min", runs="placebo_real_cpu_pilot"),
+    Claim("README.md", "the pilots' 5 runs took 282 min", runs="placebo_real_cpu_pilot"),
     Claim("README.md", "| CPU, 2 min |", cmd=(*H, "experiment=smoke")),
     Claim("docs/architecture.md", "0.2 s on 2 idle cores, 0.4-0.6 s on busy ones", cmd=(*H, "metod=es")),
     Claim("docs/architecture.md", "are reported before torch loads (0.2 s", cmd=(*H, "method=es", "method.sigma=-1")),
