@@ -198,13 +198,17 @@ def with_roles(df: pd.DataFrame, roles: dict[str, tuple]) -> pd.DataFrame:
     return df.assign(_a_role=a.map(lambda c: role_of(c, roles)), _b_role=b.map(lambda c: role_of(c, roles)))
 
 
+def read_yaml(path: Path) -> dict | None:
+    """A conf/ file as a mapping ({} when empty), or None when it is missing or unreadable."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+
+
 def roles(exp: str, conf: Path | None = None) -> dict[str, tuple]:
     """{cell label or grid name: (role, axis keys)} declared in conf/experiment/<exp>.yaml ({} when unreadable)."""
-    try:
-        path = (conf or CONF) / "experiment" / f"{exp}.yaml"
-        return declared(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    except (OSError, yaml.YAMLError):
-        return {}
+    return declared(read_yaml((conf or CONF) / "experiment" / f"{exp}.yaml") or {})
 
 
 def load(results: Path, exp: str, gpu: bool) -> pd.DataFrame | str:
@@ -328,18 +332,12 @@ def pts(v: float, metric: str) -> str:
 def budget(exp: str, conf: Path = CONF) -> dict:
     """The budget conf/experiment/<exp>.yaml sets for its runs: {'kind', 'updates', 'own'} ({} when unreadable);
     `own`: some cell overrides the budget."""
-    try:
-        spec = yaml.safe_load((conf / "experiment" / f"{exp}.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+    spec = read_yaml(conf / "experiment" / f"{exp}.yaml")
+    if spec is None:
         return {}
     name = next((v for d in spec.get("defaults") or [] if isinstance(d, dict)
                  for k, v in d.items() if str(k).endswith("/budget")), None)
-    base: dict = {}
-    if name:
-        try:
-            base = yaml.safe_load((conf / "budget" / f"{name}.yaml").read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            base = {}
+    base = (read_yaml(conf / "budget" / f"{name}.yaml") if name else None) or {}
     merged = {**base, **(spec.get("budget") or {})}
     own = any("budget" in str(c.get("overrides", "")) for c in spec.get("cells") or [] if isinstance(c, dict))
     return {"kind": merged.get("kind"), "updates": merged.get("updates"), "own": own}

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from harness.reporting.claim_rows import (CONF, ANTITHETIC, CONTRADICTED, ES_ROLE, FIXED_ALPHA_ES, GRPO_ROLE,
+from harness.reporting.claim_rows import (CONF, ANTITHETIC, read_yaml, CONTRADICTED, ES_ROLE, FIXED_ALPHA_ES, GRPO_ROLE,
                                           GRPO_THEN_ES, INTERVAL, NOT_DECIDABLE, NOT_DETECTED, NOT_RUN, NOT_TESTABLE,
                                           POPULATION_ES, SIGMA_ES, SUPPORTED, TESTED, Check, Verdict, _nan, as_tuple,
                                           by_checks, counted, holm, is_uncorrected, missed, named, not_runnable,
@@ -311,10 +310,7 @@ def boundary(df: pd.DataFrame, budget: dict | None = None) -> Verdict:
 def reference_sigma(model: str, conf: Path = CONF) -> float | None:
     """The model's own fixed ES sigma (conf/model/<model>.yaml es_sigma): the paper's 1e-3 on real checkpoints,
     the zoo's 1e-2 on the zoo and ladder."""
-    try:
-        spec = yaml.safe_load((conf / "model" / f"{model}.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return None
+    spec = read_yaml(conf / "model" / f"{model}.yaml") or {}
     return float(spec["es_sigma"]) if "es_sigma" in spec else None
 
 

@@ -88,9 +88,12 @@ def _check(d: dict) -> Check:
 def _claim(d: dict, sources: dict) -> Claim:
     """One entry of conf/claims.yaml; a rule name, source or key it does not know is an error naming it."""
     known = {"id", "source", "text", "cpu", "gpu", "rule", "checks", "min_models", "decide", "undecidable"}
-    if set(d) - known or d.get("source") not in sources:
-        raise ValueError(f"conf/claims.yaml, claim {d.get('id')!r}: unknown keys {sorted(set(d) - known)} or source "
-                         f"{d.get('source')!r} (sources: {', '.join(sources)})")
+    if set(d) - known:
+        raise ValueError(f"conf/claims.yaml, claim {d.get('id')!r}: unknown keys {sorted(set(d) - known)}; "
+                         f"known: {', '.join(sorted(known))}")
+    if d.get("source") not in sources:
+        raise ValueError(f"conf/claims.yaml, claim {d.get('id')!r}: source {d.get('source')!r} "
+                         f"(sources: {', '.join(sources)})")
     decide = None
     if d.get("decide"):
         args = dict(d["decide"])

@@ -41,16 +41,22 @@ def _argv(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "harness", *args]
 
 
-def time_one(args: list[str]) -> dict:
+def run_timed(argv: list[str], cwd: Path | None = None, timeout: float | None = None) -> dict:
+    """One run of `argv` from this checkout (PYTHONPATH), offline, no progress bars: its seconds, exit code, the
+    1-minute load average before it, its output, and the files it wrote when it ran in a scratch folder (cwd None)."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        r = subprocess.run(_argv(args), cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(argv, cwd=cwd or tmp, env=env, capture_output=True, text=True, timeout=timeout)
         seconds = time.perf_counter() - start
         written = sum(1 for _ in Path(tmp).rglob("*"))
-    first = next((ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()), "")
-    return {"seconds": seconds, "rc": r.returncode, "written": written, "load": load, "first": first}
+    return {"seconds": seconds, "rc": r.returncode, "written": written, "load": load, "output": r.stderr + r.stdout}
+
+
+def time_one(args: list[str]) -> dict:
+    r = run_timed(_argv(args), timeout=600)
+    return {**r, "first": next((ln for ln in r["output"].splitlines() if ln.strip()), "")}
 
 
 def main(argv: list[str] | None = None) -> None:

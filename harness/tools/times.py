@@ -9,20 +9,20 @@ in a scratch folder (the test suites in the checkout), with the 1-minute load av
 started: on the 2 shared cores here the same command takes 2-5x longer under load, so a figure
 without its load means little. An experiment's run time is the sum of `wall_s` over the
 `runs.csv` of its committed results folder (a model card's, its `base_scores.json`): what its runs
-took, whatever else ran beside them, and it can be recomputed from the repository alone (tests/test_times.py does, and checks that each
-stated text is still in its file, so a figure cannot be edited without its claim here).
+took, whatever else ran beside them, and it can be recomputed from the repository alone
+(tests/test_times.py does, and checks that each stated text is still in its file, so a figure cannot
+be edited without its claim here).
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import os
-import subprocess
+import json
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.tools.bench_cli import run_timed
 
 ROOT = Path(__file__).resolve().parents[2]
 H = [sys.executable, "-m", "harness"]
@@ -80,22 +80,15 @@ def runs_minutes(folder: str) -> float:
 
 def card_seconds(model: str, per_prompt: bool = False) -> float:
     """Seconds the model card's arithmetic row took to score (per prompt, if asked)."""
-    import json
     row = json.loads((ROOT / "results" / "models" / model / "base_scores.json").read_text())["tasks"]
     row = next(v for k, v in row.items() if v["task"] == "arithmetic")
     return row["wall_s"] / (row["prompts"] if per_prompt else 1)
 
 
 def measure(claim: Claim) -> dict:
-    """Seconds, exit code and the load before it, for a command claim, run once."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
-    with tempfile.TemporaryDirectory() as tmp:
-        load = os.getloadavg()[0]
-        start = time.perf_counter()
-        r = subprocess.run(claim.cmd, cwd=ROOT if claim.in_repo else tmp, env=env, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-    tail = next((ln for ln in reversed((r.stdout + r.stderr).splitlines()) if ln.strip()), "")
-    return {"seconds": seconds, "rc": r.returncode, "load": load, "last": tail}
+    """Seconds, exit code and the load before it, for a command claim, run once (bench_cli.run_timed)."""
+    r = run_timed(list(claim.cmd), cwd=ROOT if claim.in_repo else None)
+    return {**r, "last": next((ln for ln in reversed(r["output"].splitlines()) if ln.strip()), "")}
 
 
 def _show(cmd: tuple[str, ...]) -> str:
