@@ -128,12 +128,12 @@ def lines(runs: list[dict]) -> list[str]:
 
 def _sparsity(rs: list[dict]) -> str:
     """C5 at NOTE-076's threshold, one update's range; older analyses have only its RMS (a stricter cut)."""
-    rms = [r["sparsity"]["below_one_step"] for r in rs]
     if not all(str(r["sparsity"].get("rule", "")).startswith("one ES update") for r in rs):
         rules = {r["sparsity"].get("rule", "") for r in rs}  # older analyses cut at another step
         return (f"  - C5: this analysis.json cuts at another step ({'; '.join(sorted(rules))}), not one ES update "
                 "(rerun python -m harness.analysis).")
     if not all("below_range" in r["sparsity"] for r in rs):
+        rms = [r["sparsity"]["below_one_step"] for r in rs]
         return (f"  - C5: this analysis.json predates NOTE-076's threshold, one update's range (rerun python -m "
                 f"harness.analysis); below one update's RMS, a stricter cut no walk can take past 68.3%: "
                 f"{_span(rms, _pct)}, {_walk(rs, 'below', 'one_step', 'the share is the walk' + chr(39) + 's')}.")
