@@ -21,7 +21,7 @@ Methods are data as well as code. Every method class declares
 and, through ConfiguredMethod, `config_class` (its hyperparameters' dataclass, whose defaults the planner
 reads without building the method) and `weights_in_driver` (facts.trains_in_driver for its config).
 The shipped methods keep their config dataclass and their facts in a light module beside them
-(methods/es_config.py beside methods/es.py; module `a.b` -> `a.b_config`, whose METHOD_CONFIGS and
+(methods/es/config.py beside methods/es/loop.py; module `a.b` -> `a.b_config`, whose METHOD_CONFIGS and
 METHOD_FACTS map the class name to them: methods/config_common.py), importable without torch, so the config
 check builds the config and the planner prices the method before torch loads; a method without one (a
 plugin) has its keys read from its source and its facts from its imported class.

@@ -1,7 +1,7 @@
 """What the light config modules (methods/<method>_config.py) share, importable without torch.
 
 A method's hyperparameters live in a dataclass of its own light module beside it, as TRL puts
-`<algo>_config.py` beside each trainer: methods/es.py's ESConfig in methods/es_config.py, GRPO's in
+`<algo>_config.py` beside each trainer: methods/es/loop.py's ESConfig in methods/es/config.py, GRPO's in
 methods/grpo_config.py, and so on. Such a module imports the standard library, harness.core and other
 light modules only (never torch, transformers or TRL: tests/test_light_configs.py), so the config check
 (harness/runner/schema.py) builds the config itself, with the constructor's own checks and messages,

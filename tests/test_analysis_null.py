@@ -1,4 +1,4 @@
-"""The random-walk null (harness/analysis/null.py): a pure ES random walk, made with methods.es_core's own
+"""The random-walk null (harness/analysis/null.py): a pure ES random walk, made with methods.es.core's own
 update on random z-scores, reads as the null in every figure; a planted signal does not.
 
     python -m pytest tests/test_analysis_null.py -q
@@ -15,7 +15,7 @@ from harness.analysis.null import MATCH, NO_NORM, NOT_RW, Walk, frac_below, walk
 from harness.analysis.report import markdown, measure
 from harness.analysis.settings import AnalysisConfig
 from harness.reporting.stats import range_multiple
-from methods.es_core import es_update, zscore
+from methods.es.core import es_update, zscore
 
 torch.set_num_threads(1)
 ALPHA, N, T = 5e-4, 30, 20

@@ -1,5 +1,5 @@
 """Tests for harness/engines: both engines return the same Generation (texts and ledger token counts),
-and ES's weight adapters (methods/es_weights.py) reach the vLLM engine's matmuls with the same noise as
+and ES's weight adapters (methods/es/weights.py) reach the vLLM engine's matmuls with the same noise as
 HF's, with an exact restore.
 
     python -m pytest tests/test_engines.py -q
@@ -16,8 +16,8 @@ import torch
 from harness.engines import EngineConfig, EngineError, make_engine, vllm_available
 from harness.engines.hf import HFEngine
 from harness.core.policy import generate, load_policy
-from methods.es_vllm import EXTENSION
-from methods.es_weights import weights_for
+from methods.es.vllm_ext import EXTENSION
+from methods.es.weights import weights_for
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)
@@ -144,7 +144,7 @@ def test_an_in_process_engine_reuses_the_extension_vllm_already_mixed_in(monkeyp
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     assert V.worker_extension(EXTENSION) == EXTENSION
     assert V.worker_extension(None) == EXTENSION and V.worker_extension(V.EXTENSION) == EXTENSION
-    with pytest.raises(EngineError, match="already runs vLLM engines with the worker extension methods.es_vllm"):
+    with pytest.raises(EngineError, match="already runs vLLM engines with the worker extension methods.es.vllm_ext"):
         V.worker_extension("some.other.Extension")
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # an engine per process: nothing is shared
     assert V.worker_extension(V.EXTENSION) == V.EXTENSION
@@ -364,7 +364,7 @@ def test_an_engine_that_finds_too_little_free_memory_says_so_in_one_line(monkeyp
     import harness.engines.base as base
     from harness.core.model_shapes import load_shape
     from harness.engines.vllm import VLLMEngine
-    from methods.es_workers import engine_memory
+    from methods.es.workers import engine_memory
     from transformers import AutoModelForCausalLM
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(load_shape("Qwen/Qwen2.5-7B-Instruct"), dtype=torch.bfloat16)

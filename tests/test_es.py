@@ -1,4 +1,4 @@
-"""Tests for methods/es.py: the ES update, exact restore, independent noise, budget, resume.
+"""Tests for methods/es/loop.py: the ES update, exact restore, independent noise, budget, resume.
 
     python -m pytest tests/test_es.py -q
 """
@@ -14,7 +14,7 @@ from harness.core.chartok import build_char_tokenizer
 from harness.core.policy import Policy
 from harness.core.steplog import make_ledger
 from harness.tools.zoo import ZOO, make_model
-from methods import es
+from methods.es import loop as es
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Tests for ES numerics as a variable (methods/es_numerics.py, methods/es_core.py seeding, methods/es.py):
+"""Tests for ES numerics as a variable (methods/es/numerics.py, methods/es/core.py seeding, methods/es/loop.py):
 numerics=inplace is the reference code's arithmetic element for element (bf16, fp16, fp32; every
 seeding), exact with another seeding is the fp32 master with that seeding, per_tensor_same repeats
 noise across same-shaped tensors, the numerics record sees inexact restores under bf16 inplace and
@@ -16,10 +16,10 @@ from transformers import AutoModelForCausalLM, Qwen2Config
 from harness.core.budget import Ledger
 from harness.core.chartok import build_char_tokenizer
 from harness.core.policy import Policy
-from methods import es, es_core
-from methods.es_numerics import BINS, InplaceWeights
-from methods.es_weights import HFWeights
-from methods.es_workers import WorkerError
+from methods.es import core as es_core, loop as es
+from methods.es.numerics import BINS, InplaceWeights
+from methods.es.weights import HFWeights
+from methods.es.workers import WorkerError
 
 torch.set_num_threads(1)
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)

@@ -1,4 +1,4 @@
-"""Tests for the placebo ES (method.fitness=placebo, methods/es_core.placebo): ES's functional null.
+"""Tests for the placebo ES (method.fitness=placebo, methods/es/core.placebo): ES's functional null.
 
 The placebo keeps everything of ES (member seeds, sigma, alpha, N, prompts, budget, the multiset of
 rewards) and cuts one link: which reward goes with which direction. So on a problem with a planted
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from harness.core.steplog import make_ledger
-from methods import es_core
-from methods.es_core import es_update, normalize, placebo, update_terms
+from methods.es import core as es_core
+from methods.es.core import es_update, normalize, placebo, update_terms
 
 torch.set_num_threads(1)
 D, N, T, SIGMA, ALPHA = 4000, 30, 40, 1e-2, 1e-3
@@ -26,7 +26,7 @@ D, N, T, SIGMA, ALPHA = 4000, 30, 40, 1e-2, 1e-3
 
 def planted(fitness: str, antithetic: bool = False, seed: int = 0):
     """ES on theta in R^D with fitness <w, theta> (w a fixed unit vector): the exact update rule of
-    methods/es_core, members perturbed from the fp32 master. Returns (final <w, theta>, step norms)."""
+    methods/es/core, members perturbed from the fp32 master. Returns (final <w, theta>, step norms)."""
     g = torch.Generator().manual_seed(1234)
     w = torch.randn(D, generator=g)
     w /= w.norm()

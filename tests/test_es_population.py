@@ -1,4 +1,4 @@
-"""Tests for ES's workers (methods/es_workers.py): K workers and either engine give the same weights as one.
+"""Tests for ES's workers (methods/es/workers.py): K workers and either engine give the same weights as one.
 
     python -m pytest tests/test_es_population.py -q
 
@@ -15,7 +15,7 @@ import torch
 from harness.core.budget import Ledger
 from harness.engines import vllm_available
 from harness.core.policy import load_policy
-from methods import es, es_core, es_workers
+from methods.es import core as es_core, loop as es, workers as es_workers
 from tasks.countdown import Countdown
 
 torch.set_num_threads(1)

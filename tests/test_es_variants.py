@@ -1,4 +1,4 @@
-"""Tests for the ES variants (methods/es_core.py, methods/es.py, methods/es_lora.py): each switch keeps
+"""Tests for the ES variants (methods/es/core.py, methods/es/loop.py, methods/es/lora.py): each switch keeps
 full ES's guarantees (noise from seeds, exact restore, update formula, bit-identical resume, the
 population path agrees), the default stays bit-identical to ES before the variants, bad settings
 fail in one line.
@@ -17,8 +17,8 @@ from transformers import AutoModelForCausalLM, Qwen2Config
 from harness.core.budget import Ledger
 from harness.core.chartok import build_char_tokenizer
 from harness.core.policy import Policy
-from methods import es, es_core
-from methods.es_core import master_checksum
+from methods.es import core as es_core, loop as es
+from methods.es.core import master_checksum
 
 torch.set_num_threads(1)
 N, P = 4, 8  # population, prompts per iteration
@@ -79,7 +79,7 @@ def names_of(model) -> list[str]:
 
 
 # ---- the default is the ES from before the variants ----
-# measured with the unmodified methods/es.py (commit 05d6ab3) on ref_policy() + ToyTask, 3 iterations
+# measured with the unmodified methods/es/loop.py (commit 05d6ab3) on ref_policy() + ToyTask, 3 iterations
 PRE_VARIANT = {True: "47bee6e3c1e828da", False: "098e037735f50494"}
 
 

@@ -74,10 +74,10 @@ class NewStorage(TorchDispatchMode):
 
 def test_es_parts_are_the_tensors_the_code_allocates(tmp_path):
     """On CPU, from the tensor sizes: es_vllm's master (read_tensors, fp32) and its two buffers; the update's
-    and the checksum's largest temporaries (methods/es_core.py), which gm.es_transient takes two / three of."""
+    and the checksum's largest temporaries (methods/es/core.py), which gm.es_transient takes two / three of."""
     from harness.core.policy import load_policy
     from harness.engines.vllm_worker import read_tensors
-    from methods.es_core import NoiseSpec, es_update, master_checksum
+    from methods.es.core import NoiseSpec, es_update, master_checksum
     policy = load_policy("zoo-1m", "bfloat16", device="cpu")
     names = [n for n, _ in policy.model.named_parameters()]
     policy.model.save_pretrained(tmp_path)

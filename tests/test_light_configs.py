@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from harness.core.method_facts import facts_of, light_config, light_facts, method_class, targets_by_name
 from harness.core.paths import ROOT
 
-LIGHT = ["methods.config_common", "methods.lora_config", "methods.base_config", "methods.es_config",
+LIGHT = ["methods.config_common", "methods.lora_config", "methods.base_config", "methods.es.config",
          "methods.grpo_config", "methods.ppo_config", "methods.sequential_config"]
 HEAVY = ("torch", "transformers", "trl")
 
@@ -76,18 +76,18 @@ def test_every_shipped_method_declares_the_facts_of_its_light_module():
 
 def test_old_import_paths_still_work():
     from methods.es import ESConfig
-    from methods.es_config import ESConfig as Light
-    from methods.es_core import VARIANT_DEFAULTS, VariantError, wants_population
-    from methods.es_numerics import NUMERICS
+    from methods.es.config import ESConfig as Light
+    from methods.es.core import VARIANT_DEFAULTS, VariantError, wants_population
+    from methods.es.numerics import NUMERICS
     from methods.grpo import LOSS_TYPES, GRPOMethodConfig
     from methods.lora import PEFT_KINDS, LoraSettings, check_peft
     from methods.ppo import PPOMethodConfig
     from methods.sequential import SequentialConfig, stage_samples
-    from methods.es import es_memory
-    from methods.es_lora import adapter_resident
+    from methods.es.loop import es_memory
+    from methods.es.lora import adapter_resident
     from methods.grpo import grpo_memory, micro_batches
     from methods.ppo import ppo_memory
-    import methods.es_config as es
+    import methods.es.config as es
     import methods.grpo_config as grpo
     import methods.lora_config as lora
     import methods.ppo_config as ppo
@@ -104,7 +104,7 @@ def test_old_import_paths_still_work():
 
 def test_the_schema_reads_types_from_the_config_class():
     from harness.runner.schema import accepted_keys, field_types
-    from methods.es_config import ESConfig
+    from methods.es.config import ESConfig
 
     assert accepted_keys("methods.es.ES") == {f.name for f in dataclasses.fields(ESConfig)}
     types = field_types("methods.es.ES")
@@ -121,7 +121,7 @@ def test_plain_engine_is_the_engines_own(engine):
 
 
 def test_es_params_regex_is_checked_by_the_config():
-    from methods.es_config import PARAM_NAMES, PARAM_SETS, ESConfig, VariantError
+    from methods.es.config import PARAM_NAMES, PARAM_SETS, ESConfig, VariantError
 
     assert set(PARAM_NAMES) == {"all", "last_layer", *PARAM_SETS}
     for ok in (*PARAM_NAMES, r"mlp\."):

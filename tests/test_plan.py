@@ -122,13 +122,13 @@ ES_EXPECTED = {"1.5b": (0.85, 68_000_000_000, 6_174_857_216), "7b": (0.4967, 39_
 
 @pytest.mark.parametrize("size", ["1.5b", "7b", "8b"])
 def test_es_on_vllm_planner_equals_what_the_worker_requests(size, monkeypatch):
-    """The ES worker's engine (methods/es_workers.py engine_memory -> harness/engines/vllm.py VLLMEngine._plan)
+    """The ES worker's engine (methods/es/workers.py engine_memory -> harness/engines/vllm.py VLLMEngine._plan)
     and the planner (pricing.memory_plan) give the same share and the same bytes per part."""
     import harness.engines.base as base
     from harness.engines import EngineConfig
     from harness.engines.vllm import VLLMEngine
     from harness.runner.pricing import memory_plan
-    from methods.es_workers import engine_memory
+    from methods.es.workers import engine_memory
 
     shape, engine = load_shape(SHAPES[size]), vllm_engine_conf()
     es = OmegaConf.create({"_target_": "methods.es.ES", "generation_batch_size": 200})

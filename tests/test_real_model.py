@@ -314,7 +314,7 @@ def test_es_hf_updates_the_real_model_and_charges_its_generations(compose, real_
     from harness.core.flops import generation_flops
     from harness.core.policy import load_policy
     from methods.base import latest_dir
-    from methods.es_core import CKPT
+    from methods.es.core import CKPT
     from tasks.arithmetic import Arithmetic
 
     real_model()
@@ -407,7 +407,7 @@ def test_es_kill_and_resume_is_bit_identical(compose, real_model, tmp_path):
     from safetensors.torch import load_file
 
     from methods.base import latest_dir
-    from methods.es_core import CKPT
+    from methods.es.core import CKPT
 
     real_model()
     dtype = compose(f"model={MODEL}").model.dtype  # the model file's

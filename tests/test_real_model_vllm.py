@@ -102,7 +102,7 @@ def run_es(engine: dict, tmp_path, monkeypatch) -> dict:
     from harness.core.budget import Ledger
     from harness.engines.hf import HFEngine
     from harness.engines.vllm import VLLMEngine
-    from methods import es_workers
+    from methods.es import workers as es_workers
     from methods.es import ES
 
     scored, gens = [], []

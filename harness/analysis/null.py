@@ -1,7 +1,7 @@
 """The random-walk null beside every ES analysis: what drift, localisation and sparsity would read if
 ES had learned nothing.
 
-ES's update per applied iteration is alpha/N * sum_n c_n eps_n (methods/es_core.py es_update), eps_n
+ES's update per applied iteration is alpha/N * sum_n c_n eps_n (methods/es/core.py es_update), eps_n
 i.i.d. N(0, 1) per coordinate and independent of everything else; with no learning signal the
 coefficients c_n (z-scores) are independent of the eps, so every coordinate steps by a zero-mean
 Gaussian of variance alpha^2/N^2 * S_t, S_t = sum_n c_n^2, and after T applied iterations

@@ -1,6 +1,6 @@
 """The ES arithmetic's own record in analysis.md: what `method.numerics_record` measured per run.
 
-ES records it (methods/es_numerics.py) under `numerics`: per iteration (StepStats extras) the restore
+ES records it (methods/es/numerics.py) under `numerics`: per iteration (StepStats extras) the restore
 error of the iteration's first member and the share of coordinates the update changed; at the end (the
 train summary) |delta| in ulps of each weight in the working dtype, the share changed and the ties at the
 largest |delta|. This module reads it from the record only (no weights), so runs made without the record
@@ -8,7 +8,7 @@ largest |delta|. This module reads it from the record only (no weights), so runs
 """
 from __future__ import annotations
 
-BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # as methods/es_numerics.BINS (importing it would load torch here)
+BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # as methods/es/numerics.BINS (importing it would load torch here)
 
 
 def numerics_of(record) -> dict | None:
@@ -41,7 +41,7 @@ def section(runs: list[dict]) -> list[str]:
         return []
     L = ["", "## ES arithmetic (method.numerics_record)\n",
          "exact: fp32 master, restore by copy (exact by construction, not measured); inplace: the reference "
-         "code's arithmetic in the working dtype (methods/es_numerics.py). Restore: the iteration's first "
+         "code's arithmetic in the working dtype (methods/es/numerics.py). Restore: the iteration's first "
          "member, share of coordinates not restored bit for bit (mean over iterations) and the largest RMS "
          "and max abs error. Changed: share of coordinates an iteration's update changed (mean), and over "
          "the run. |delta| in ulps of each initial weight in the working dtype: share of coordinates per bin.\n",

@@ -8,7 +8,7 @@ lets its KV cache fill that budget after its weights and activation peak (vllm/v
 available_kv_cache_memory_bytes = requested_memory - non_kv_cache_memory). Whatever else lives on the
 device must therefore fit in the remaining (1 - u) x total:
 
-  ES on vLLM, per engine (methods/es_vllm.py, allocated in the engine's worker after vLLM sized itself)
+  ES on vLLM, per engine (methods/es/vllm_ext.py, allocated in the engine's worker after vLLM sized itself)
       es_master      4 B x every parameter (fp32)                                   es_init
       es_buffers     2 x 4 B x the largest tensor (noise buffer, perturbed copy)     es_init
       es_transient   the larger of es_core.es_update's accumulator + its pow(2) (2 x 4 B x the largest
@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 GiB = 1 << 30
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
-# methods/es_core.py master_checksum(chunk=1 << 26): every tensor is checksummed in int64 chunks of this
+# methods/es/core.py master_checksum(chunk=1 << 26): every tensor is checksummed in int64 chunks of this
 # many elements; `x`, `x >> 9` and `(x >> 9) | 1` (or the product) are alive together: 3 x 8 B x chunk
 CHECKSUM_CHUNK = 1 << 26
 PROCESS_RESERVE = GiB        # per process on the device, outside vLLM's budget (an allowance)
@@ -119,12 +119,12 @@ def es_transient(counts: ModelCounts) -> int:
 
 
 def es_vllm_resident(counts: ModelCounts) -> dict[str, int]:
-    """What one ES worker on vLLM keeps in its engine's process beside vLLM (methods/es_vllm.py)."""
+    """What one ES worker on vLLM keeps in its engine's process beside vLLM (methods/es/vllm_ext.py)."""
     return {"es_master": 4 * counts.params, "es_buffers": 2 * 4 * counts.largest, "es_transient": es_transient(counts)}
 
 
 def es_hf_resident(counts: ModelCounts, dtype_bytes_: int, numerics: str = "exact") -> dict[str, int]:
-    """ES on engine=hf (methods/es_weights.py HFWeights; numerics=inplace: methods/es_numerics.py
+    """ES on engine=hf (methods/es/weights.py HFWeights; numerics=inplace: methods/es/numerics.py
     InplaceWeights, no master, noise and its sums drawn in the weights' dtype, the step's norm in fp64)."""
     if numerics == "inplace":
         return {"es_transient": max(3 * dtype_bytes_ * counts.largest + 16 * counts.largest,

@@ -2,7 +2,7 @@
 
 Every method class declares one `facts = MethodFacts(...)` beside its name and label keys (the protocol
 is methods/base.py's `Method`; the shipped methods assign the one built in their light module, e.g.
-methods/es_config.py, so it is read without torch). The budget check, the planner, the runner's step-cap
+methods/es/config.py, so it is read without torch). The budget check, the planner, the runner's step-cap
 warning, the comparisons and the analysis's random-walk null read these facts; none of them matches a method name,
 a class name or a table label, so a method defined anywhere (a plugin on sys.path with its own YAML)
 gets an updates budget, a price and its comparisons from what it declares.
@@ -12,15 +12,15 @@ importing methods/ (tests/test_imports.py), and builds one from a method's sourc
 
 Two ways to read them:
   facts_of(target)     every field, callables included: from the method's light module (`light_facts`:
-                       methods/es_config.py's METHOD_FACTS, the object ES declares, no torch), else by
+                       methods/es/config.py's METHOD_FACTS, the object ES declares, no torch), else by
                        importing the class (with torch, TRL, ...).
   declared(target)     the data fields only (DATA): from the light module, else read from the class's
                        source without importing it,
                        so the config check runs before torch loads (harness/runner/cli.py) and a report
                        from a runs.csv needs no torch; it imports when a data field is not a literal
                        (or a module-level constant bound to one). Its callables are left unset.
-A method's config dataclass lives in a light module beside it (`light_config`: methods/es.py's in
-methods/es_config.py), so the config check and `configure` read it without importing the method.
+A method's config dataclass lives in a light module beside it (`light_config`: methods/es/loop.py's in
+methods/es/config.py), so the config check and `configure` read it without importing the method.
 The code fields are given the method's settings as `configure(target, mapping)` reads them from a run's
 `method:` mapping: the mapping's values over the defaults of the method's config dataclass, read by
 attribute like the config itself. The method is not built (no model, no trainer), and neither is its
@@ -128,19 +128,27 @@ def configure(target: str, mapping: Mapping | None) -> SimpleNamespace:
 @functools.lru_cache(maxsize=128)
 def _light(target: str, table: str):
     """`table`[class name] of `target`'s light module, found by convention: module `a.b` -> `a.b_config`
-    (methods/config_common.py), importable without torch. None when there is no such module or its table does
-    not name the class."""
+    (methods/config_common.py), or `a.b.config` when `a.b` is a package (methods/es/config.py), importable
+    without torch. None when there is no such module or its table does not name the class."""
     module, _, name = str(target or "").rpartition(".")
     if not module:
         return None
     try:
         spec = importlib.util.find_spec(f"{module}_config")
+        if spec is None and _is_package(module):  # never import `module` itself: it may load torch
+            spec = importlib.util.find_spec(f"{module}.config")
     except (ImportError, ValueError):  # its package cannot be imported: nothing to find
         return None
     if spec is None:
         return None
-    entries = getattr(importlib.import_module(f"{module}_config"), table, None)
+    entries = getattr(importlib.import_module(spec.name), table, None)
     return entries.get(name) if isinstance(entries, Mapping) else None
+
+
+def _is_package(module: str) -> bool:
+    """Whether `module` is a package, found without running it (only its parents are imported)."""
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.submodule_search_locations is not None
 
 
 def light_config(target: str) -> type | None:

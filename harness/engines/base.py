@@ -5,8 +5,8 @@ harness.core.policy.Generation with the same token counts the FLOPs ledger charg
 decoded tokens up to and including EOS), so the ledger does not depend on which engine ran.
 
 Engines know nothing of any training method. ES writes perturbed weights into an engine through an
-adapter of its own (methods/es_weights.py): the HF engine's parameters in place, or the vLLM
-engine's worker through a worker extension (methods/es_vllm.py) the engine is built with.
+adapter of its own (methods/es/weights.py): the HF engine's parameters in place, or the vLLM
+engine's worker through a worker extension (methods/es/vllm_ext.py) the engine is built with.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class EngineConfig:
         max_num_seqs: vLLM's max sequences per scheduler step (the ES batch should fit in one).
         prefix_caching: vLLM automatic prefix caching; ES resets it after every weight change.
         extra: more vllm.LLM keyword arguments, passed as is.
-        workers: ES workers, one engine each (Ray actors when > 1; methods/es.py reads it). It sits with
+        workers: ES workers, one engine each (Ray actors when > 1; methods/es/loop.py reads it). It sits with
             the run's other placement settings, so one `engine.workers=8` reaches an experiment's ES runs
             without touching methods that have no workers.
     """

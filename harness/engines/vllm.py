@@ -6,7 +6,7 @@
   tokenizer too. EOS is a stop token; counts are "up to and including the first EOS (or pad)",
   the same rule as harness.core.policy.generate.
 - Weights change through the worker extension (harness/engines/vllm_worker.py; ES adds its own
-  operations with a subclass, methods/es_vllm.py): the driver sends names, scalars and file paths,
+  operations with a subclass, methods/es/vllm_ext.py): the driver sends names, scalars and file paths,
   never weights, through `rpc`. Prefix caching is off by default; when on, whoever changes weights
   calls `weights_changed()`, which resets the cache (a stale cache gives the old weights' KV).
 - Memory (GPU): the engine's gpu_memory_utilization is computed from what else the device holds (the

@@ -105,7 +105,7 @@ def save_streaming(named, path: str) -> None:
 class WorkerExtension:
     """What the engine itself needs inside vLLM's worker: weights written from a file, a parameter listing.
 
-    A method that writes weights of its own subclasses this (ES: methods/es_vllm.py) and builds the
+    A method that writes weights of its own subclasses this (ES: methods/es/vllm_ext.py) and builds the
     engine with its class (make_engine(..., extension="module.Class"))."""
 
     def _engine_model(self) -> torch.nn.Module:

@@ -1,6 +1,6 @@
 """ES beside its placebo: which rows of an experiment are a placebo ES and which ES row is its twin.
 
-A placebo cell (method.fitness=placebo: methods/es_core.placebo) is ES with the reward-direction
+A placebo cell (method.fitness=placebo: methods/es/core.placebo) is ES with the reward-direction
 link cut; its twin is the cell of the same model whose overrides are the placebo's without
 `method.fitness=placebo`: the same sigma, alpha, N, prompts and budget. The pairing is read from the
 cells' declared overrides in the experiment's manifest, never from labels, so renaming a cell

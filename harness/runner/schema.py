@@ -14,7 +14,7 @@ tests/test_schema.py checks the line is the constructor's), cells and grids have
 `models:` names conf/model options, all before torch loads.
 
 Where keys, types and checks come from (`accepted_keys`, `field_types`): a method's config dataclass in
-its light module (methods/es_config.py for methods/es.py: harness/core/method_facts.py light_config),
+its light module (methods/es/config.py for methods/es/loop.py: harness/core/method_facts.py light_config),
 imported without torch; for what has none (tasks, eval, analysis, methods.base.Base, a method from
 outside the repo), its source, parsed (harness/runner/signatures.py). The constructors still check
 everything when a run is composed.
@@ -316,7 +316,7 @@ def _plain(node, key):
 
 
 def _check_config(method: DictConfig, target: str) -> None:
-    """Build the method's config from its light module (methods/es_config.py ...): its own checks, with their
+    """Build the method's config from its light module (methods/es/config.py ...): its own checks, with their
     own messages, before torch loads. Nothing to build (no light config), or a value that cannot resolve here:
     the constructor checks when the run is composed; so it does for what raises other than ValueError."""
     config = light_config(target)

@@ -1,7 +1,7 @@
 """The keyword arguments a `_target_` accepts, and their scalar types, read from its source without importing it:
 the fallback for targets that have no light config module.
 
-A method's config dataclass lives in a torch-free module beside it (methods/es_config.py for methods/es.py,
+A method's config dataclass lives in a torch-free module beside it (methods/es/config.py for methods/es/loop.py,
 found by harness/core/method_facts.py light_config), and harness/runner/schema.py reads its keys, types and
 value checks from that class directly. What has none is read here: the tasks (tasks/*.py), the eval and
 analysis blocks (EvalConfig, AnalysisConfig), methods.base.Base, and a method from outside the repository

@@ -1,6 +1,6 @@
 """ES iteration time on the hf and vllm engines, ES's own share of it, and K workers against one.
 
-Runs `--iterations` ES iterations (methods/es.py, methods/es_workers.py) per configuration and reports the
+Runs `--iterations` ES iterations (methods/es/loop.py, methods/es/workers.py) per configuration and reports the
 iterations after the first (warm-up), median:
 - hf K=1 and vllm K=1 (in process): wall time and its split (generate, perturb+restore, reward, update);
 - vllm against pure vLLM generation of the same prompts (an engine with no ES around it, the same

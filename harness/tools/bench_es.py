@@ -1,6 +1,6 @@
 """Where an ES iteration's time goes: generation vs reward vs perturb+restore vs update.
 
-Runs a few ES iterations (methods/es.py) on a zoo model or a local/hub model, with the compute
+Runs a few ES iterations (methods/es/loop.py) on a zoo model or a local/hub model, with the compute
 ledger set in samples so it stops after exactly --iterations, and prints each phase in seconds
 and as a share of the iteration. ES's own overhead (perturb + restore + update + reward) should
 stay under ~10% of an iteration: generation is the work that buys the reward signal.

@@ -2,7 +2,7 @@
 
 The "density" reading of the 1.5B question says small models fail under ES because few random
 directions around their weights improve the task. This measures it directly. For each sigma, n
-random perturbations theta + sigma * eps (ES's own noise, methods/es_core.py: member seed j, the
+random perturbations theta + sigma * eps (ES's own noise, methods/es/core.py: member seed j, the
 same n seeds at every sigma, so the curve compares one set of directions at different radii) are
 scored with greedy decoding on one fixed prompt batch (the first `prompts` rows of the task's
 `split`), against the unperturbed model on the same batch. Greedy decoding makes every score exact,
@@ -52,7 +52,7 @@ from harness.core.atomic import save_figure_atomic, write_json_atomic, write_tex
 from harness.core.errors import UserError
 from harness.core.policy import Policy, generate
 from harness.reporting.stats import crossed_means, wilson
-from methods.es_core import noise_spec, perturb, restore
+from methods.es.core import noise_spec, perturb, restore
 
 CONF = paths.CONF_DIR
 

@@ -91,8 +91,8 @@ def toy_reward(completion_ids: list[list[int]]) -> float:
 
 def es_iteration(engine, prompts: list[str], new_tokens: int, population: int, sigma: float) -> dict:
     """One ES iteration, timed by phase, on the engine and ES's weight adapter (what ESWorker does per member)."""
-    from methods.es_core import zscore
-    from methods.es_weights import weights_for
+    from methods.es.core import zscore
+    from methods.es.weights import weights_for
     weights = weights_for(engine)
     seeds = list(range(1000, 1000 + population))
     t = {"perturb_restore": 0.0, "generate": 0.0, "reward": 0.0, "update": 0.0}
@@ -132,8 +132,8 @@ def measure(job: dict) -> dict:
     import torch
     from harness.engines import EngineConfig, make_engine
     from harness.core.policy import load_policy
-    from methods.es_vllm import EXTENSION
-    from methods.es_workers import policy_shell
+    from methods.es.vllm_ext import EXTENSION
+    from methods.es.workers import policy_shell
     from tasks.countdown import Countdown
 
     gpu = torch.cuda.is_available()
@@ -252,7 +252,7 @@ def engines_per_gpu(job: dict) -> dict:
     """ES iterations with K = engines_per_gpu Ray workers sharing one GPU (the second iteration timed)."""
     from harness.core.budget import Ledger
     from methods.es import ES
-    from methods.es_workers import policy_shell
+    from methods.es.workers import policy_shell
     from tasks.countdown import Countdown
 
     k = job["epg"]
@@ -322,8 +322,8 @@ def es_memory(job: dict) -> dict:
     peak bytes measured beside the planner's model (harness/core/gpu_memory.py), and perturb/restore per member."""
     import torch
     from harness.core import gpu_memory as gm
-    from methods.es_core import zscore
-    from methods.es_weights import HFWeights
+    from methods.es.core import zscore
+    from methods.es.weights import HFWeights
 
     gpu = torch.cuda.is_available()
     device = "cuda" if gpu else "cpu"

@@ -1,8 +1,8 @@
 """Replay ES's weight arithmetic with no signal: where does each numerics put the largest changes?
 
-For one model, each arithmetic (`exact`: fp32 master, methods/es_weights.HFWeights; `inplace-<dtype>`:
-the reference code's in-place arithmetic in that dtype, methods/es_numerics.InplaceWeights) replays
-`--iterations` ES iterations of `--population` members under each noise seeding (methods/es_core.py
+For one model, each arithmetic (`exact`: fp32 master, methods/es/weights.HFWeights; `inplace-<dtype>`:
+the reference code's in-place arithmetic in that dtype, methods/es/numerics.InplaceWeights) replays
+`--iterations` ES iterations of `--population` members under each noise seeding (methods/es/core.py
 tensor_seed): perturb, restore, then the update with z-scored *random* fitness (seeded Gaussian: no
 generation, so every arithmetic sees the same seeds and the same z). With no signal in the fitness the
 exact replay IS the random walk of ES's update rule (harness/analysis/null.py), so it is each inplace
@@ -14,7 +14,7 @@ per row, with the analysis package's own definitions (harness/analysis/):
 - the top-100 and top-0.1% |delta| and the max-|delta| set with all its ties, by parameter group
   (localisation.py), each count against the group's share of the parameters;
 - the share of coordinates exactly unchanged (bit for bit), the |delta| histogram in ulps and the
-  per-iteration restore error (methods/es_numerics);
+  per-iteration restore error (methods/es/numerics);
 - wall seconds per iteration (perturb + restore of every member + update; no generation).
 delta is the float64 difference of the final and initial weights in the working dtype, kept as fp32
 (harness/analysis/update.py deltas): exact for 2-byte weights, so ties at the top are real there.
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 
-def _parser(seedings=("the seedings of methods/es_core.py",)) -> argparse.ArgumentParser:
+def _parser(seedings=("the seedings of methods/es/core.py",)) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m harness.tools.numerics_replay", description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("--iterations", type=int, default=3)
@@ -67,9 +67,9 @@ from harness.analysis.sparsity import fraction_below
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
 from harness.core.paths import CONF_DIR
-from methods.es_core import SEEDINGS, normalize
-from methods.es_numerics import InplaceWeights, delta_summary
-from methods.es_weights import HFWeights
+from methods.es.core import SEEDINGS, normalize
+from methods.es.numerics import InplaceWeights, delta_summary
+from methods.es.weights import HFWeights
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TOP, TOP_FRACTION = 100, 0.001

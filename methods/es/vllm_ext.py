@@ -1,11 +1,11 @@
 """Runs *inside* a vLLM engine's worker: ES's fp32 master and its weight operations there.
 
 The ES worker builds its vLLM engine with this extension (make_engine(..., extension=EXTENSION));
-methods/es_weights.py's VLLMWeights reaches these methods with `engine.rpc("es_...", ...)`, so only
+methods/es/weights.py's VLLMWeights reaches these methods with `engine.rpc("es_...", ...)`, so only
 seeds, scalars and file paths cross processes, never weights. The master is a list of fp32 tensors
 in the HF model's `named_parameters()` order and names; perturbed and restored tensors are written
 into vLLM's (fused) parameters through the base extension's `engine_write` (the model's load_weights).
-Noise for tensor i of member s is methods.es_core.noise(s, i, ...), as on the HF engine, so on one
+Noise for tensor i of member s is methods.es.core.noise(s, i, ...), as on the HF engine, so on one
 device both engines see the same perturbed weights.
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 
 from harness.engines.vllm_worker import WorkerExtension, read_tensors, save_streaming
-from methods.es_core import NoiseSpec, es_update, master_checksum, noise
+from methods.es.core import NoiseSpec, es_update, master_checksum, noise
 
-EXTENSION = "methods.es_vllm.ESWorkerExtension"
+EXTENSION = "methods.es.vllm_ext.ESWorkerExtension"
 
 
 class ESWorkerExtension(WorkerExtension):
@@ -28,7 +28,7 @@ class ESWorkerExtension(WorkerExtension):
         The master (4 B/param) and the two buffers (fp32, the largest tensor each) are allocated here, after
         vLLM took its budget (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory lets the KV cache
         fill total x gpu_memory_utilization); the engine was given a share that leaves room for them and for
-        es_update's temporaries (harness/core/gpu_memory.py es_vllm_resident, passed by methods/es_workers.py)."""
+        es_update's temporaries (harness/core/gpu_memory.py es_vllm_resident, passed by methods/es/workers.py)."""
         device = next(self._engine_model().parameters()).device
         self.es_names = list(names)
         self.es_master = read_tensors(source, names, device)
@@ -49,7 +49,7 @@ class ESWorkerExtension(WorkerExtension):
 
     @torch.no_grad()
     def es_perturb(self, member_seed: int, sigma: float) -> None:
-        """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es_core.perturb
+        """Working weights = master + sigma * eps, computed in fp32 exactly as methods.es.core.perturb
         (only the spec's tensors are written; the others hold the master already)."""
         spec = self.es_spec
 

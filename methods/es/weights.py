@@ -4,7 +4,7 @@ An engine only generates (harness/engines); ES keeps an fp32 *master* of the ten
 writes master + sigma * eps into the engine's working weights for each member:
 
     set_noise(indices, r, seeding)  ES variants: perturb/update only tensors `indices` (None: all), rank-r
-                           noise, the tensors' seeding (methods.es_core.SEEDINGS)
+                           noise, the tensors' seeding (methods.es.core.SEEDINGS)
     init_master(path)      master = the working weights (path None) or a checkpoint's; then restore
     perturb(seed, sigma)   working weights = master + sigma * eps(seed)   (fp32, cast once; -sigma mirrors)
     restore()              working weights = master                        (exact)
@@ -14,10 +14,10 @@ writes master + sigma * eps into the engine's working weights for each member:
 
 HFWeights works on (name, tensor) pairs in place: a model's `named_parameters()` (the HF engine's
 policy) or a LoRA adapter's tensors. VLLMWeights keeps the master inside the vLLM engine's worker
-(methods/es_vllm.py) and writes through the model's `load_weights` into vLLM's fused layout. Noise
-for tensor i of member s is methods.es_core.noise(s, i, ...) in both, so on one device both
+(methods/es/vllm_ext.py) and writes through the model's `load_weights` into vLLM's fused layout. Noise
+for tensor i of member s is methods.es.core.noise(s, i, ...) in both, so on one device both
 adapters give the same perturbed weights and the same member rewards. `method.numerics=inplace` swaps
-in methods/es_numerics.py's InplaceWeights (the reference code's in-place arithmetic, no master; HF only),
+in methods/es/numerics.py's InplaceWeights (the reference code's in-place arithmetic, no master; HF only),
 and HFWeights' optional numerics record (`record=True`) is the same Recorder, for comparison.
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 from safetensors.torch import save_file
 
-from methods.es_core import NoiseSpec, es_update, load_named, master_checksum, perturb, restore
-from methods.es_numerics import NUMERICS, InplaceWeights, Recorder
+from methods.es.core import NoiseSpec, es_update, load_named, master_checksum, perturb, restore
+from methods.es.numerics import NUMERICS, InplaceWeights, Recorder
 
 
 class HFWeights:
@@ -77,12 +77,12 @@ class HFWeights:
         return master_checksum(self.master)
 
     def numerics(self, final: bool = False) -> dict:
-        """The numerics record (methods/es_numerics.py): restore is exact by construction."""
+        """The numerics record (methods/es/numerics.py): restore is exact by construction."""
         return self.rec.take(self.params, final)
 
 
 class VLLMWeights:
-    """The master inside a vLLM engine's worker (built with methods.es_vllm.EXTENSION), reached by RPC."""
+    """The master inside a vLLM engine's worker (built with methods.es.vllm_ext.EXTENSION), reached by RPC."""
 
     def __init__(self, engine):
         self.engine = engine

@@ -28,10 +28,10 @@ Departures from the paper's reference code (all deliberate):
   `params` (which tensors: all | norms | norms+attention | last_layer | a name regex), `noise_rank`
   (EGGROLL low-rank eps = A B^T / sqrt(r) for matrices), `antithetic` (mirrored pairs +eps/-eps on
   one seed), `normalize` (zscore | none | centered_ranks) and `peft: lora` (ES on LoRA adapter
-  weights only, merged into the model at the end). See methods/es_core.py and tests/test_es_variants.py.
+  weights only, merged into the model at the end). See methods/es/core.py and tests/test_es_variants.py.
 - Numerics as a variable (not in the paper's text; defaults = the fp32 master above): `numerics: inplace`
   runs the reference code's own arithmetic (no master; perturb, restore and update in place in
-  model.dtype, noise drawn in that dtype; methods/es_numerics.py), `noise_seeding` picks the tensors'
+  model.dtype, noise drawn in that dtype; methods/es/numerics.py), `noise_seeding` picks the tensors'
   seeds (iid: ours; per_tensor_offset / per_tensor_same: the reference's two versions), and
   `numerics_record` records restore error, changed coordinates and the final |delta| in ulps
   (StepStats extras and the train summary under `numerics`). See tests/test_es_numerics.py.
@@ -61,12 +61,12 @@ from harness.core.budget import Ledger, StepStats
 from harness.core.flops import generation_flops
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
-from methods.es_core import (CKPT, LOOSE, VARIANT_DEFAULTS, VariantError,  # noqa: F401
+from methods.es.core import (CKPT, LOOSE, VARIANT_DEFAULTS, VariantError,  # noqa: F401
                              es_update, members, noise, noise_seed, noise_spec, normalize, perturb, placebo, restore,
                              update_terms, zscore)
-from methods.es_config import ES_FACTS, PAPER_POPULATION, ESConfig, es_memory  # noqa: F401 - light (no torch)
-from methods.es_lora import adapter_tensors, wrap_lora
-from methods.es_workers import WorkerError, blocks, start_workers
+from methods.es.config import ES_FACTS, PAPER_POPULATION, ESConfig, es_memory  # noqa: F401 - light (no torch)
+from methods.es.lora import adapter_tensors, wrap_lora
+from methods.es.workers import WorkerError, blocks, start_workers
 from tasks.base import Task
 
 
@@ -74,7 +74,7 @@ from tasks.base import Task
 class ES(ConfiguredMethod):
     """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra).
 
-    The loop runs on the driver; members are scored by workers (methods/es_workers.py): one in this
+    The loop runs on the driver; members are scored by workers (methods/es/workers.py): one in this
     process (engine=hf on the policy's own model, or a vLLM engine) or K Ray actors. Per iteration the
     driver draws the member seeds and prompt indices (a pure function of (seed, iteration)), assigns
     members to workers in contiguous blocks, gathers one (reward, FLOPs) pair per member in member
@@ -89,7 +89,7 @@ class ES(ConfiguredMethod):
     label_flags = {"fitness": "real"}  # "es sigma=... alpha=... fitness=placebo"; real ES's label is unchanged
     trains = True
     config_class = ESConfig
-    facts = ES_FACTS  # methods/es_config.py: read there without torch (harness/core/method_facts.py light_facts)
+    facts = ES_FACTS  # methods/es/config.py: read there without torch (harness/core/method_facts.py light_facts)
 
     @property
     def use_ray(self) -> bool:
@@ -98,7 +98,7 @@ class ES(ConfiguredMethod):
 
     def _iteration_rng(self, iteration: int, n_train: int) -> tuple[list[int], list[int]]:
         """Member seeds (antithetic: one per mirrored pair) and prompt indices of one iteration: a pure
-        function of (seed, iteration). methods.es_core.members expands seeds into (seed, sign) members."""
+        function of (seed, iteration). methods.es.core.members expands seeds into (seed, sign) members."""
         c = self.config
         rng = random.Random(f"es-{c.seed}-{iteration}")
         seeds = [rng.getrandbits(31) for _ in range(c.population // 2 if c.antithetic else c.population)]
@@ -188,7 +188,7 @@ class ES(ConfiguredMethod):
         return sums[0]
 
     def _numerics(self, pool, final: bool, since: int = 0) -> dict | None:
-        """Worker 0's numerics record (methods/es_numerics.py): this iteration's, or the run's summary
+        """Worker 0's numerics record (methods/es/numerics.py): this iteration's, or the run's summary
         (|delta| against the weights at iteration `since`: the start, or the checkpoint resumed from)."""
         c = self.config
         if not c.numerics_record:

@@ -1,7 +1,7 @@
 """Where ES's members are scored: one in-process worker, or K Ray actors, each with its own engine.
 
 A worker owns one generation engine (harness/engines) and, through ES's weight adapter for that
-engine (methods/es_weights.py), its own fp32 master. The loop (methods/es.py) sends it member seeds,
+engine (methods/es/weights.py), its own fp32 master. The loop (methods/es/loop.py) sends it member seeds,
 prompt indices and scalars; it perturbs, generates greedily, restores and rewards, and returns one
 (reward, FLOPs, tokens, timings) dict per member. Every worker applies every update to its own
 master, so only seeds and scalars cross processes, never weights.
@@ -32,8 +32,8 @@ import torch
 from harness.engines import EngineConfig, EngineError, make_engine
 from harness.core.flops import generation_flops, padded_generation_flops
 from harness.core.policy import DTYPES, Policy, bos_prefix, load_policy, resolve_model_path
-from methods.es_vllm import EXTENSION
-from methods.es_weights import weights_for
+from methods.es.vllm_ext import EXTENSION
+from methods.es.weights import weights_for
 from tasks.base import Task
 
 
@@ -71,7 +71,7 @@ def policy_shell(spec: dict) -> Policy:
 def engine_memory(engine: str, policy: Policy, spec: dict | None = None) -> tuple[dict | None, dict | None]:
     """(resident, shared) bytes by part beside a worker's vLLM engine on a GPU (harness/engines/vllm.py
     VLLMEngine; harness/core/gpu_memory.py es_vllm_plan prices the same parts): the worker's fp32 master,
-    its two buffers and the update's temporaries (methods/es_vllm.py), and, in an actor (`spec`), the
+    its two buffers and the update's temporaries (methods/es/vllm_ext.py), and, in an actor (`spec`), the
     driver's HF copy when the driver holds it on the GPU (it shares the first one; every engine is sized
     for that GPU; on the CPU, as harness/runner/run.py places it for ES on engines, it takes nothing there).
     In process, shared None: the engine counts the policy's own weights where they are."""
@@ -117,7 +117,7 @@ class ESWorker:
         spec: policy_spec() of the driver's policy (actors only).
         threads: torch CPU threads of an actor; None leaves the process's setting.
         named: (name, tensor) pairs to train instead of the model's parameters (LoRA adapters; HF only).
-        numerics: {"numerics": exact | inplace, "record": bool} (methods/es_numerics.py); None: exact, no record.
+        numerics: {"numerics": exact | inplace, "record": bool} (methods/es/numerics.py); None: exact, no record.
     """
 
     def __init__(self, rank: int, engine_cfg: dict, task: Task, policy: Policy | None = None,

@@ -1,5 +1,5 @@
-"""The pure pieces of ES that the loop (methods/es.py) and the weight adapters (methods/es_weights.py,
-methods/es_vllm.py) share: the noise streams, perturb/restore, the update, z-scores, the master's
+"""The pure pieces of ES that the loop (methods/es/loop.py) and the weight adapters (methods/es/weights.py,
+methods/es/vllm_ext.py) share: the noise streams, perturb/restore, the update, z-scores, the master's
 checksum, and the checkpoint's name and resumable settings.
 
 Noise is defined per parameter (member seed, index in the HF model's `named_parameters()`), so an
@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 
 # the settings' names and the checks' errors live in the light config module (no torch): re-exported here
-from methods.es_config import (FITNESS, NORMALIZE, PARAM_SETS, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
+from methods.es.config import (FITNESS, NORMALIZE, PARAM_SETS, SEEDINGS, VARIANT_DEFAULTS, VariantError,  # noqa: F401
                                wants_population)
 
 CKPT = "es_checkpoint"

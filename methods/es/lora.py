@@ -1,6 +1,6 @@
 """ES over LoRA adapter weights (`method.peft=lora`): the subspace reduction, measured against full ES.
 
-ES.train (methods/es.py) wraps the policy's model with peft.get_peft_model (adapters on
+ES.train (methods/es/loop.py) wraps the policy's model with peft.get_peft_model (adapters on
 `method.lora.target_modules`, rank `r`, scale `alpha`) and hands the adapter tensors (lora_A and
 lora_B) to the one ES loop as the tensors it perturbs and updates (lora_B starts at zero, so every
 member's change at the start comes from its lora_B noise). All ES
@@ -12,14 +12,14 @@ base weights and unloaded, so `policy.model` is a plain model again and evaluati
 adapter. In place only (engine=hf, engine.workers=1): ESConfig refuses the rest in one line.
 
 FLOPs are charged as for the base model (the adapter's extra matmuls, r/hidden of a layer's, are
-not counted). Memory (ES's facts, methods/es_config.py es_memory): ES's master, buffers and temporaries over
+not counted). Memory (ES's facts, methods/es/config.py es_memory): ES's master, buffers and temporaries over
 the adapter's tensors only (`adapter_resident`).
 """
 from __future__ import annotations
 
 import torch
 
-from methods.es_config import adapter_resident  # noqa: F401 - ES's memory over the adapter, light (es_config.py)
+from methods.es.config import adapter_resident  # noqa: F401 - ES's memory over the adapter, light (es_config.py)
 
 
 def wrap_lora(model: torch.nn.Module, lora: dict, seed: int):

@@ -1,6 +1,6 @@
 """ES's hyperparameters (ESConfig) with every check its constructor runs, and the constants those checks
-need, importable without torch: methods/es.py re-exports ESConfig, methods/es_core.py and
-methods/es_numerics.py these constants (methods/config_common.py says why; tests/test_light_configs.py
+need, importable without torch: methods/es/loop.py re-exports ESConfig, methods/es/core.py and
+methods/es/numerics.py these constants (methods/config_common.py says why; tests/test_light_configs.py
 checks that no heavy module loads).
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ PARAM_SETS = {  # method.params names -> name regex ("last_layer" is computed fr
 }
 
 
-# method.params besides a regex: PARAM_SETS' names, "all" and "last_layer" (methods/es_core.py select_params)
+# method.params besides a regex: PARAM_SETS' names, "all" and "last_layer" (methods/es/core.py select_params)
 PARAM_NAMES = ("all", *PARAM_SETS, "last_layer")
-# method.numerics (methods/es_numerics.py): exact (the fp32 master) | inplace (the reference code's arithmetic)
+# method.numerics (methods/es/numerics.py): exact (the fp32 master) | inplace (the reference code's arithmetic)
 NUMERICS = ("exact", "inplace")
 
 
@@ -71,7 +71,7 @@ class ESConfig:
     generation_batch_size: int = field(default=200, metadata={"help": "sequences per generate() call"})
     checkpoint_every: int = field(default=50, metadata={"help": "iterations between checkpoints (and at the end); "
                                                         "0 = only at the end"})
-    # scale-out (methods/es_workers.py): where members are scored; the result does not depend on it
+    # scale-out (methods/es/workers.py): where members are scored; the result does not depend on it
     engine: dict | str | None = field(default=None, metadata={
         "help": "conf/engine: hf (in place) or vllm, and engine.workers: ES workers, one engine each"})
     use_ray: bool | None = field(default=None, metadata={"help": "null: Ray iff engine.workers > 1"})
@@ -124,7 +124,7 @@ class ESConfig:
 
     def _check_params(self) -> None:
         """method.params: a named set or a parameter-name regex; a bad regex fails now, not after the model loads
-        (which tensors it matches is known only then: methods/es_core.py select_params)."""
+        (which tensors it matches is known only then: methods/es/core.py select_params)."""
         if not isinstance(self.params, str) or self.params in PARAM_NAMES:
             return
         try:
@@ -228,7 +228,7 @@ def es_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: float,
     return mem, gpus_needed(sum(mem.values()), gpu_gb, headroom), None
 
 
-# ES.facts (methods/es.py), read here by the planner and the budget check (harness/core/method_facts.py)
+# ES.facts (methods/es/loop.py), read here by the planner and the budget check (harness/core/method_facts.py)
 ES_FACTS = MethodFacts(
     family=ES_FAMILY,
     update_unit="one ES iteration (its update is skipped, and logged, when every member ties)",
@@ -242,6 +242,6 @@ ES_FACTS = MethodFacts(
     trains_in_driver=lambda c: not wants_population(c.engine, c.workers, c.use_ray))
 
 
-# methods/es.py's method classes -> their config and facts (methods/config_common.py)
+# methods/es/loop.py's method classes -> their config and facts (methods/config_common.py)
 METHOD_CONFIGS = {"ES": ESConfig}
 METHOD_FACTS = {"ES": ES_FACTS}

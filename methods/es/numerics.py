@@ -1,6 +1,6 @@
 """ES numerics as an experimental variable: `method.numerics=inplace`, and the records that compare it with `exact`.
 
-`exact` (methods/es_weights.py HFWeights, the default) keeps an fp32 master: restore is a copy, the
+`exact` (methods/es/weights.py HFWeights, the default) keeps an fp32 master: restore is a copy, the
 update is summed in fp32. `inplace` (InplaceWeights, here) does ES's arithmetic the way the reference
 code of Qiu et al. 2025 does (es_fine-tuning_countdown.py, read for this module), with no master:
 
@@ -13,8 +13,8 @@ so every product and sum rounds to the working dtype (model.dtype): `SIGMA * noi
 it is added, restore is inexact in bf16/fp16 (the weights drift member by member), the update is
 accumulated in the working dtype, and an update below half an ulp of its weight is rounded away.
 In fp32 it is the reference run in fp32. Noise is drawn directly in the working dtype, as the
-reference does (methods.es_core.noise(dtype=...)): not the same numbers as exact's fp32 draw.
-The z-scores are the loop's (methods/es_core.normalize, fp64), not the reference's numpy fp32 ones.
+reference does (methods.es.core.noise(dtype=...)): not the same numbers as exact's fp32 draw.
+The z-scores are the loop's (methods/es/core.normalize, fp64), not the reference's numpy fp32 ones.
 
 Records (method.numerics_record; measured on engine=hf), kept small (no per-coordinate arrays):
 - per iteration (StepStats extras `numerics`): the restore error of the iteration's first member on
@@ -32,8 +32,8 @@ from __future__ import annotations
 import torch
 from safetensors.torch import save_file
 
-from methods.es_config import NUMERICS  # noqa: F401 - method.numerics' values, light (methods/es_config.py)
-from methods.es_core import NoiseSpec, VariantError, load_named, master_checksum, noise
+from methods.es.config import NUMERICS  # noqa: F401 - method.numerics' values, light (methods/es/config.py)
+from methods.es.core import NoiseSpec, VariantError, load_named, master_checksum, noise
 
 BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # |delta| / ulp: 0, (0,1], (1,2], (2,4], (4,8], >8
 _EDGES = (0.0, 1.0, 2.0, 4.0, 8.0)
@@ -126,7 +126,7 @@ class Recorder:
 
 class InplaceWeights:
     """numerics=inplace: the reference code's in-place bf16/fp16/fp32 arithmetic on (name, tensor)
-    pairs, no master (see the module docstring). Same interface as methods.es_weights.HFWeights."""
+    pairs, no master (see the module docstring). Same interface as methods.es.weights.HFWeights."""
 
     def __init__(self, named: list[tuple[str, torch.Tensor]], record: bool = True):
         self.names = [n for n, _ in named]
