@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from harness.core.method_facts import REFERENCE, MethodFacts
 
-BASE_FACTS = MethodFacts(family=REFERENCE, update_unit="none (it does not train)")
+BASE_FACTS = MethodFacts(family=REFERENCE, update_unit="none (it does not train)", summary_keys=((), ()))
 
 METHOD_FACTS = {"Base": BASE_FACTS}  # methods/base.py's method classes -> their facts (harness/core/method_facts.py)

@@ -12,15 +12,4 @@ harness finds it from a `_target_` (harness/core/method_facts.py light_config).
 from __future__ import annotations
 
 
-def plain_engine(engine) -> dict:
-    """An engine setting as a plain dict: a Hydra node (`method.engine: ${engine}`), a name, a dict or None (hf).
-
-    The same function as harness.engines.plain_engine (which imports torch through harness/engines/base.py);
-    tests/test_light_configs.py checks that the two agree.
-    """
-    if engine is None or isinstance(engine, str):
-        return {"name": engine or "hf"}
-    if hasattr(engine, "_metadata"):  # an OmegaConf node
-        from omegaconf import OmegaConf
-        return OmegaConf.to_container(engine, resolve=True)
-    return dict(engine)
+from harness.core.engine_kinds import plain_engine  # noqa: F401 - the one definition, torch-free

@@ -148,6 +148,8 @@ GRPO_FACTS = MethodFacts(
     update_unit="one optimizer step",
     step_cap="max_steps",
     distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+    # a ledger already spent when it starts (a resumed run, a sequential stage) returns the common keys alone
+    summary_keys=((), ("parameters", "peft", "world_size", "trained_dtype", "reward_first", "reward_last")),
     samples_per_step=lambda c: c.prompts_per_step * c.num_generations,
     scoring_forwards=lambda c: 3 * c.num_iterations + 2,  # update 3 x mu + reference + old log-probs
     memory=grpo_memory)

@@ -88,6 +88,7 @@ PPO_FACTS = MethodFacts(
     update_unit="one PPO update: a rollout batch and its num_ppo_epochs x num_mini_batches optimizer steps",
     step_cap="max_updates",
     distributed=True,  # runs under accelerate launch / torchrun (data parallel through TRL)
+    summary_keys=(("parameters", "peft", "world_size", "trained_dtype", "last_reward_mean", "config"), ()),
     samples_per_step=lambda c: c.prompts_per_step,
     scoring_forwards=lambda c: 3 + 6 * c.num_ppo_epochs,  # reference, value, 3 each for policy and value per epoch
     memory=ppo_memory)

@@ -51,6 +51,7 @@ SEQUENTIAL_FACTS = MethodFacts(
     update_unit="its stages' updates, counted on one ledger",
     stages=("order", "stages"),  # each of config.stages[name] for name in config.order is checked in turn
     split_unit="split_by",
+    summary_keys=(("order", "split", "split_by", "switch", "stages"), ()),  # stages: each stage's own summary
     samples_per_step=stage_samples)
 
 

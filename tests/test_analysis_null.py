@@ -102,9 +102,9 @@ def test_planted_signal_departs_from_the_null(walk):
 
 
 def test_no_null_for_adam_and_unlogged_normalisations(walk):
-    assert walk_of("grpo", {}, {}, []) == (None, NOT_RW)
+    assert walk_of("grpo", {}, None, []) == (None, NOT_RW)
     for mconf in ({"normalize": "centered_ranks"}, {"normalize": "none", "antithetic": True}):
-        assert walk_of("es", {"alpha": 1e-3, "population": 8, **mconf}, {}, []) == (None, NO_NORM)
+        assert walk_of("es", {"alpha": 1e-3, "population": 8, **mconf}, None, []) == (None, NO_NORM)
     theta0, delta = walk
     r = _run(theta0, delta)
     r["null"] = {"none": NOT_RW}
@@ -117,11 +117,11 @@ def test_walk_constants_from_the_step_log():
     steps = [{"reward_mean": 0.5, "reward_std": 0.2, "extras": {"skipped": False}},
              {"reward_mean": 0.5, "reward_std": 0.0, "extras": {"skipped": True}},
              {"reward_mean": 0.1, "reward_std": 0.3, "extras": {"skipped": False}}]
-    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10}, {}, steps)
+    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10}, None, steps)
     assert w.t == 2 and w.s == pytest.approx(1e-3 * math.sqrt(2 / 10), rel=1e-6)
-    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10, "normalize": "none"}, {}, steps)
+    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10, "normalize": "none"}, None, steps)
     assert w.s == pytest.approx(1e-3 / 10 * math.sqrt(10 * (0.04 + 0.25 + 0.09 + 0.01)))
-    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10, "antithetic": True}, {}, steps)
+    w, _ = walk_of("es", {"alpha": 1e-3, "population": 10, "antithetic": True}, None, steps)
     assert w.s == pytest.approx(1e-3 * math.sqrt(2 / 9))
 
 

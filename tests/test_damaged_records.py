@@ -92,7 +92,7 @@ def test_held_out_metrics_are_one_level_shallower_than_split_metrics(tmp_path):
     good = {"schema_version": 2, "status": "ok", "metrics": {"test": {"greedy_acc": m}},
             "heldout": {"conciseness": {"metrics": {"mean_reward": m}, "pass_curve": {}, "examples": []}}}
     (tmp_path / RECORD_NAME).write_text(json.dumps(good))
-    assert read_record(tmp_path / RECORD_NAME).heldout["conciseness"]["metrics"]["mean_reward"]["n"] == 8
+    assert read_record(tmp_path / RECORD_NAME).heldout["conciseness"]["metrics"]["mean_reward"].n == 8
     good["heldout"]["conciseness"]["metrics"] = {"mean_reward": "oops"}
     (tmp_path / RECORD_NAME).write_text(json.dumps(good))
     with pytest.raises(RecordError, match="heldout.conciseness.metrics.mean_reward is 'oops'"):

@@ -110,7 +110,7 @@ def test_inplace_is_the_reference_arithmetic_element_for_element(dtype, seeding)
     ours, _ = tiny_model(dtype)
     ref, _ = tiny_model(dtype)
     w = InplaceWeights(list(ours.named_parameters()), record=False)
-    w.set_noise(seeding=seeding)
+    w.set_noise(es_core.NoiseSpec(seeding=seeding))
     w.init_master()
     start = snapshot(ours)
     for it in range(2):
@@ -127,7 +127,7 @@ def test_inplace_subset_and_antithetic_follow_the_same_arithmetic():
     ref, _ = tiny_model(torch.bfloat16)
     chosen = (1, 4, 5)
     w = InplaceWeights(list(ours.named_parameters()), record=True)
-    w.set_noise(chosen)
+    w.set_noise(es_core.NoiseSpec(chosen))
     w.init_master()
     w.perturb(9, -1e-2)  # an antithetic mirror: the same seed at -sigma
     w.restore()
@@ -155,7 +155,7 @@ def test_exact_with_another_seeding_is_the_fp32_master_with_those_seeds(seeding)
     params = list(model.parameters())
     master = [p.detach().clone() for p in params]
     w = HFWeights(list(model.named_parameters()))
-    w.set_noise(seeding=seeding)
+    w.set_noise(es_core.NoiseSpec(seeding=seeding))
     w.init_master()
     w.perturb(77, 1e-2)
     for k, (p, m) in enumerate(zip(params, master)):

@@ -95,8 +95,6 @@ def test_dispatch_rule():
     assert es_core.wants_population("hf", 2)
 
 
-def test_blocks_are_static_and_cover_the_population():
-    assert es_workers.blocks(7, 3) == [(0, 3), (3, 5), (5, 7)]
     with pytest.raises(ValueError, match="exceeds method.population"):
         make_es(engine={"name": "hf", "workers": N + 1}, use_ray=True)._check_workers()
 
@@ -146,19 +144,18 @@ def test_divergence_raises(tmp_path, ray_cluster, monkeypatch):
 @needs_ray
 def test_dead_worker_fails_cleanly_and_resume_is_bit_identical(tmp_path, reference, ray_cluster, monkeypatch):
     monkeypatch.setattr(es_workers, "ESWorker", HookedWorker)
-    orig = es_workers.RayWorkers.call
+    orig = es_workers.RayPool.score
 
-    def call(self, method, args, what=""):
-        if method == "score" and getattr(self, "_scored", 0) == 1:  # second iteration: worker 1 crashes
+    def score(self, *args):
+        if getattr(self, "_scored", 0) == 1:  # second iteration: worker 1 crashes
             self.workers[1].die_for_test.remote()
-        if method == "score":
-            self._scored = getattr(self, "_scored", 0) + 1
-        return orig(self, method, args, what)
+        self._scored = getattr(self, "_scored", 0) + 1
+        return orig(self, *args)
 
-    monkeypatch.setattr(es_workers.RayWorkers, "call", call)
+    monkeypatch.setattr(es_workers.RayPool, "score", score)
     with pytest.raises(es_workers.WorkerError, match="died while scoring the members of iteration 2.*resume"):
         run_population(tmp_path, workers=2)
-    monkeypatch.setattr(es_workers.RayWorkers, "call", orig)
+    monkeypatch.setattr(es_workers.RayPool, "score", orig)
     pol, ledger, out = run_population(tmp_path, workers=2)  # same run_dir: resumes after iteration 1
     assert out["resumed_from"] == 1 and out["steps"] == 2
     assert same(params(pol), reference["params"])
@@ -170,7 +167,7 @@ def test_more_workers_than_gpus_is_one_line(ray_cluster, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a "GPU node" whose Ray cluster has no GPU
     spec = {"name_or_path": MODEL, "dtype": "float32", "chat_template": False, "system_prompt": None, "device": "cuda"}
     with pytest.raises(es_workers.EngineError, match=r"engine.workers=2 needs 2 GPUs .* has 0; lower") as e:
-        es_workers.RayWorkers(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
+        es_workers.RayPool(2, {"name": "vllm", "engines_per_gpu": 1}, TASK, spec, 1, None)
     assert "\n" not in str(e.value)
 
 
@@ -248,7 +245,7 @@ def test_engines_sharing_a_gpu_start_one_at_a_time(monkeypatch, tmp_path):
 
 
 class TracedWorker(es_workers.ESWorker):
-    """Worker 0 is slow; every member says which worker scored it; close() leaves a mark (travels by value)."""
+    """Worker 0 is slow; close() leaves a mark (travels by value)."""
 
     marks = ""
 
@@ -256,7 +253,7 @@ class TracedWorker(es_workers.ESWorker):
         import time
         if self.rank == 0:
             time.sleep(0.5)
-        return [{**m, "rank": self.rank} for m in super().score(*args, **kwargs)]
+        return super().score(*args, **kwargs)
 
     def close(self) -> None:
         import pathlib
@@ -266,24 +263,23 @@ class TracedWorker(es_workers.ESWorker):
 
 @needs_ray
 def test_members_go_to_whichever_worker_is_free_and_close_shuts_engines(tmp_path, ray_cluster, monkeypatch):
-    """RayWorkers hands members out one at a time (ray.wait): a slow worker scores fewer; the results come back
-    in the blocks' shape and member order, equal to one in-process worker's. close() calls every worker's close."""
+    """RayPool hands members out one at a time (ray.wait): a slow worker scores fewer; the results come back
+    in member order, equal to one in-process worker's. close() calls every worker's close."""
     monkeypatch.setattr(es_workers, "ESWorker", TracedWorker)
     monkeypatch.setattr(TracedWorker, "marks", str(tmp_path))
     spec = es_workers.policy_spec(policy())
-    pool = es_workers.RayWorkers(2, {"name": "hf"}, TASK, spec, 1, None)
+    pool = es_workers.RayPool(2, {"name": "hf"}, TASK, spec, 1, None)
     seeds, signs = list(range(100, 108)), [1.0] * 8
-    args = [(seeds[lo:hi], list(range(P)), 0.05, P, signs[lo:hi]) for lo, hi in es_workers.blocks(8, 2)]
     try:
-        pool.call("init_master", [(None, None, None, "iid")] * 2)
-        parts = pool.call("score", args, "scoring")
+        assert len(set(pool.init_master(None, es_core.NoiseSpec()))) == 1
+        scored = pool.score(seeds, signs, list(range(P)), 0.05, P)
     finally:
         pool.close()
-    assert [len(p) for p in parts] == [4, 4]
-    ranks = [m["rank"] for p in parts for m in p]
-    assert ranks.count(1) > 4, ranks  # the fast worker took more than its fixed block
-    local = es_workers.LocalWorker(es_workers.ESWorker(0, {"name": "hf"}, TASK, policy=policy()))
-    local.call("init_master", [(None, None, None, "iid")])
-    expected = local.call("score", [(seeds, list(range(P)), 0.05, P, signs)])[0]
-    assert [m["reward"] for p in parts for m in p] == [m["reward"] for m in expected]
+    assert len(scored) == 8
+    ranks = [m.worker for m in scored]
+    assert ranks.count(1) > 4, ranks  # the fast worker took more than half
+    local = es_workers.LocalPool(es_workers.ESWorker(0, {"name": "hf"}, TASK, policy=policy()))
+    local.init_master(None, es_core.NoiseSpec())
+    expected = local.score(seeds, signs, list(range(P)), 0.05, P)
+    assert [m.reward for m in scored] == [m.reward for m in expected]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["closed-0", "closed-1"]

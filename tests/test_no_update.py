@@ -15,8 +15,10 @@ from harness.reporting.report import write_report
 
 def es_record(label, test, skipped, steps=10, val=None, grid=None, resumed_from=0):
     """An ES record whose train summary counts `skipped` of `steps` iterations as skipped updates."""
-    return {**record(label, test, val=val, grid=grid),
-            "train": {"steps": steps, "resumed_from": resumed_from, "skipped_updates": skipped, "sigma": 0.03}}
+    train = {"steps": steps, "resumed_from": resumed_from, "flops": 1e12, "samples": 12, "wall_s": 1.0,
+             "skipped_updates": skipped, "sigma": 0.03, "alpha": 0.015, "fitness": "real", "last_reward_mean": 0.5,
+             "workers": 1, "engine": "hf", "master_checksum": "0", "numerics": None}  # every key ES returns
+    return {**record(label, test, val=val, grid=grid), "train": train}
 
 
 def sweep(root, skips: dict, seeds=1, axis_plot=True):

@@ -193,13 +193,13 @@ def test_base_evaluation_chat_template_eos_and_pad(compose, real_model, tmp_path
     # the rewards and accuracies are the task's, on the decoded texts
     test = rec.metrics["test"]
     texts = [t[0] for t in greedy.texts]
-    assert test["greedy_reward"]["per_prompt"] == task.reward(texts, answer=rows["answer"])
-    assert test["greedy_acc"]["per_prompt"] == [int(task.is_correct(t, a)) for t, a in zip(texts, rows["answer"])]
+    assert test["greedy_reward"].per_prompt == task.reward(texts, answer=rows["answer"])
+    assert test["greedy_acc"].per_prompt == [int(task.is_correct(t, a)) for t, a in zip(texts, rows["answer"])]
     greedy_examples = [e for e in rec.examples["test"] if e["decoding"] == "greedy"]
     assert [e["completion"] for e in greedy_examples] == texts
     flat = [t for ts in sampled.texts for t in ts]
     means = [statistics.fmean(task.reward(ts, answer=[a] * n_samples)) for ts, a in zip(sampled.texts, rows["answer"])]
-    assert test["mean_reward"]["per_prompt"] == pytest.approx(means, abs=1e-6)
+    assert test["mean_reward"].per_prompt == pytest.approx(means, abs=1e-6)
     assert not any("<|im_end|>" in t for t in flat)
 
     # the evaluation's FLOPs are priced from those counts (EOS included, padding not)
@@ -209,7 +209,7 @@ def test_base_evaluation_chat_template_eos_and_pad(compose, real_model, tmp_path
     assert rec.eval_flops["test"] == pytest.approx(expected, rel=1e-12)
 
     # the untrained model against itself: the k3 KL is exactly zero
-    assert test["kl_to_base"]["mean"] == 0.0 and set(test["kl_to_base"]["per_prompt"]) == {0.0}
+    assert test["kl_to_base"].mean == 0.0 and set(test["kl_to_base"].per_prompt) == {0.0}
     print(f"greedy {texts}; stopped {stopped}/{n_prompts}, sampled stopped {s_stopped}/{n_prompts * n_samples}")
 
 
@@ -326,7 +326,7 @@ def test_es_hf_updates_the_real_model_and_charges_its_generations(compose, real_
               "method.sigma=0.01", "method.alpha=0.005", "task.max_new_tokens=8", "budget.kind=samples",
               f"budget.samples={ES_POP * ES_PROMPTS * ES_ITERS}", "eval.n_prompts=4", "eval.n_samples=0",
               "eval.pass_ks=[]", "eval.maj_ks=[]")
-    assert rec.budget["steps"] == ES_ITERS and rec.budget["samples_used"] == ES_POP * ES_PROMPTS * ES_ITERS
+    assert rec.budget.steps == ES_ITERS and rec.budget.samples_used == ES_POP * ES_PROMPTS * ES_ITERS
     assert len(members) == ES_POP * ES_ITERS
     train_prompts = Arithmetic(n_train=32).load("train")["prompt"][:ES_PROMPTS]
     config = policies[0].model.config
@@ -336,7 +336,7 @@ def test_es_hf_updates_the_real_model_and_charges_its_generations(compose, real_
         check_generation_call(call, 8)  # ChatML in, EOS/pad rules out
         g = call["gen"]
         flops += generation_flops(config, g.prompt_tokens, [c[0] for c in g.completion_tokens])
-    assert rec.budget["flops_used"] == pytest.approx(flops, rel=1e-12)
+    assert rec.budget.flops_used == pytest.approx(flops, rel=1e-12)
     # each step's rewards are its members', each the mean of the reward on the member's texts
     for it, step in enumerate(rec.steps):
         scores = [statistics.fmean(dense([t[0] for t in c["gen"].texts]))
@@ -481,7 +481,7 @@ def _check_grpo_steps(rec, config, lora_params: int = 0) -> None:
     from harness.core.flops import lora_completion_train_flops
     from methods.grpo import step_flops
 
-    assert rec.budget["steps"] == 2 and rec.budget["samples_used"] == 8
+    assert rec.budget.steps == 2 and rec.budget.samples_used == 8
     before = 0.0
     for step in rec.steps:
         x = step["extras"]
@@ -506,11 +506,11 @@ def test_grpo_hf_trains_charges_and_kl_to_base(compose, real_model, tmp_path):
                        "eval.n_samples=2", "eval.pass_ks=[1,2]", "eval.maj_ks=[2]", "eval.kl_to_base=true")
     rec = out["rec"]
     _check_grpo_steps(rec, out["policy"].model.config)
-    assert rec.train["steps"] == 2 and rec.train["parameters"]["trainable"] == 134_515_008
+    assert rec.train.steps == 2 and rec.train.parameters["trainable"] == 134_515_008
     check_update_survives(out, "GRPO")
     kl = rec.metrics["test"]["kl_to_base"]
-    assert math.isfinite(kl["mean"]) and kl["mean"] > 0 and min(kl["per_prompt"]) >= 0
-    print(f"GRPO kl_to_base {kl['mean']:.3g}")
+    assert math.isfinite(kl.mean) and kl.mean > 0 and min(kl.per_prompt) >= 0
+    print(f"GRPO kl_to_base {kl.mean:.3g}")
 
 
 def test_ppo_pads_trl_with_a_token_no_prompt_contains(real_model):
@@ -553,7 +553,7 @@ def test_ppo_trains_on_the_chat_prompts(compose, real_model, tmp_path):
                        "budget.samples=4", "task.max_new_tokens=8", "eval.n_prompts=4", "eval.n_samples=0",
                        "eval.pass_ks=[]", "eval.maj_ks=[]", wrap=spy)
     rec, tok = out["rec"], out["policy"].tokenizer
-    assert rec.budget["steps"] == 2 and rec.budget["samples_used"] == 4
+    assert rec.budget.steps == 2 and rec.budget.samples_used == 4
     assert tok.pad_token_id == EOS  # the policy's own tokenizer is unchanged
     train = set(Arithmetic(n_train=32).load("train")["prompt"])
     assert len(rollouts) == 2
@@ -576,7 +576,7 @@ def test_lora_grpo_trains_adapters_only(compose, real_model, tmp_path):
     rec, base, trained = out["rec"], out["base"], out["trained"]
     # r x (in + out) per adapted Linear: q, o 576->576; k, v 576->192; gate, up 576->1536; down 1536->576; x 30
     adapters = 30 * 4 * (2 * (576 + 576) + 2 * (576 + 192) + 3 * (576 + 1536))
-    assert rec.train["peft"] == "lora" and rec.train["parameters"]["trainable"] == adapters == 1_221_120
+    assert rec.train.peft == "lora" and rec.train.parameters["trainable"] == adapters == 1_221_120
     _check_grpo_steps(rec, out["policy"].model.config, lora_params=adapters)
     assert trained.keys() == base.keys()  # merged and unloaded: the plain architecture again
     moved, total, names = changed_elements(base, trained)

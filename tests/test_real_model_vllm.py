@@ -110,7 +110,7 @@ def run_es(engine: dict, tmp_path, monkeypatch) -> dict:
 
     def spy_score(self, *args, **kw):
         out = score(self, *args, **kw)
-        scored.extend(m["reward"] for m in out)
+        scored.extend(m.reward for m in out)
         return out
 
     def spy(real):

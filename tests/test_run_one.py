@@ -56,7 +56,7 @@ def check_common(rec, method: str):
     assert METRICS <= set(test), sorted(test)
     for name in METRICS:
         m = test[name]
-        assert m["n"] == N_EVAL and 0.0 <= m["ci_low"] <= m["mean"] <= m["ci_high"] <= 1.0, (name, m)
+        assert m.n == N_EVAL and 0.0 <= m.ci_low <= m.mean <= m.ci_high <= 1.0, (name, m)
     assert rec.eval_flops["test"] > 0 and set(rec.pass_curve["test"]) == {"1", "2", "4"}
     assert rec.wall_s["total"] >= rec.wall_s["train"] >= 0
 
@@ -66,12 +66,12 @@ def test_es_run_trains_charges_and_records(compose, tmp_path):
     check_common(rec, "es")
     assert rec.trains and rec.label.startswith("es sigma=")
     budget = rec.budget
-    assert (budget["kind"], budget["limit"]) == ("samples", SAMPLES)
-    assert budget["steps"] == ITERATIONS == len(rec.steps) == rec.train["steps"]
-    assert budget["samples_used"] == budget["spent"] == SAMPLES
+    assert (budget.kind, budget.limit) == ("samples", SAMPLES)
+    assert budget.steps == ITERATIONS == len(rec.steps) == rec.train.steps
+    assert budget.samples_used == budget.spent == SAMPLES
     per_step = POPULATION * PROMPTS
     assert [s["samples"] for s in rec.steps] == [per_step * (i + 1) for i in range(ITERATIONS)]  # running totals
-    assert 0 < rec.steps[0]["flops"] < rec.steps[-1]["flops"] == budget["flops_used"] <= budget["executed_flops"]
+    assert 0 < rec.steps[0]["flops"] < rec.steps[-1]["flops"] == budget.flops_used <= budget.executed_flops
     # the trained weights were stored next to the record, and they moved from the zoo checkpoint
     base = load_policy("zoo-100k", "float32", device="cpu").model
     assert rec.update["base_sha256"] == base_hash(base) and rec.update["path"] == UPDATE_NAME
@@ -94,7 +94,7 @@ def test_base_run_evaluates_and_records(compose, tmp_path):
     rec = run(compose, tmp_path, "method=base")
     check_common(rec, "base")
     assert not rec.trains and rec.label == "base"
-    assert rec.budget["steps"] == rec.budget["samples_used"] == 0 and rec.steps == []
+    assert rec.budget.steps == rec.budget.samples_used == 0 and rec.steps == []
     assert not rec.update and not (tmp_path / UPDATE_NAME).exists()  # nothing trained, nothing stored
 
 
@@ -111,7 +111,7 @@ def test_evaluation_only_tasks_run_with_base(compose, tmp_path, task):
     run_one(cfg, tmp_path)
     rec = read_record(tmp_path / RECORD_NAME)
     assert rec.status == "ok", rec.error
-    assert rec.metrics["test"]["greedy_acc"]["n"] == 4 and rec.entropy == []
+    assert rec.metrics["test"]["greedy_acc"].n == 4 and rec.entropy == []
 
 
 class _Training:  # the members of methods/base.py's Method protocol that track_entropy reads

@@ -53,6 +53,7 @@ import torch
 
 from harness.analysis.groups import GROUPS, group_of
 from harness.core.method_facts import ES, config_defaults, declared, targets_by_name
+from harness.core.payloads import TrainSummary
 
 MATCH = "matches the random-walk null: this measures the update rule, not learning"
 NOT_RW = "no null: not a random-walk update"
@@ -86,7 +87,7 @@ class Walk:
         return self.s / math.sqrt(self.t) if self.t else 0.0
 
 
-def walk_of(method: str, mconf: dict, train: dict, steps: list) -> tuple[Walk | None, str]:
+def walk_of(method: str, mconf: dict, train: TrainSummary | None, steps: list) -> tuple[Walk | None, str]:
     """(the run's Walk, "") or (None, why there is no null) from its method (its name in the record), config,
     summary, step log. Only a method of the es family (its declared facts: ES's update rule) has one; a
     setting the record's config lacks takes the method's own default (its config dataclass)."""
@@ -101,7 +102,7 @@ def walk_of(method: str, mconf: dict, train: dict, steps: list) -> tuple[Walk | 
     if setting("peft"):
         return None, "no null: a merged LoRA update is not a per-coordinate random walk"
     norm, anti = setting("normalize"), bool(setting("antithetic"))
-    alpha, n = (train or {}).get("alpha") or mconf.get("alpha"), mconf.get("population")
+    alpha, n = (train.alpha if train else None) or mconf.get("alpha"), mconf.get("population")
     if not alpha or not n:
         return None, "no null: alpha or population not recorded"
     if norm == "centered_ranks" or (norm == "none" and anti) or norm not in ("zscore", "none"):
@@ -116,7 +117,7 @@ def walk_of(method: str, mconf: dict, train: dict, steps: list) -> tuple[Walk | 
     if steps:
         t = len(applied)
     else:  # no step log: the summary's count
-        t = int((train or {}).get("steps") or 0) - int((train or {}).get("skipped_updates") or 0)
+        t = int(train.steps or 0) - int(train.skipped_updates or 0) if train else 0
     if anti:
         return Walk(float(alpha), int(n), t, t * n * n / (n - 1), "zscore antithetic: E S_t = N^2/(N-1)",
                     notes + ["antithetic: in expectation"]), ""

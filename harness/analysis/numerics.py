@@ -14,7 +14,7 @@ BINS = ("0", "1", "2", "3-4", "5-8", ">8")  # as methods/es/numerics.BINS (impor
 def numerics_of(record) -> dict | None:
     """{numerics, dtype, seeding, iterations, restore (mean share / max RMS / max abs), changed per
     iteration (mean), final ulp histogram, changed share, max |delta| and ties}, or None when unrecorded."""
-    final = (record.train or {}).get("numerics") or {}
+    final = (record.train.numerics if record.train else None) or {}
     per_step = [s.get("extras", {}).get("numerics") for s in record.steps]
     per_step = [x for x in per_step if x]
     if not final.get("record") or "ulp_histogram" not in final:

@@ -88,7 +88,7 @@ def named_records(tables: Path) -> dict | None:
 
 
 def run_name(r) -> str:
-    flops = (r.budget or {}).get("flops_used")
+    flops = r.budget.flops_used if r.budget else None
     return f"{r.model_key or r.model} · {r.label} · seed {r.seed} · {flops:.3g} FLOPs" if flops else \
         f"{r.model_key or r.model} · {r.label} · seed {r.seed}"
 
@@ -121,9 +121,9 @@ def analyse_run(record, cfg: AnalysisConfig, bases: Bases) -> dict:
     walk, why = walk_of(record.method, record.config.get("method", {}), record.train, record.steps)
     step, rule = step_size(record, walk)
     out = {"name": run_name(record), "model": record.model_key or record.model, "method": record.method,
-           "label": record.label, "seed": record.seed, "flops": (record.budget or {}).get("flops_used"),
+           "label": record.label, "seed": record.seed, "flops": record.budget.flops_used if record.budget else None,
            "path": str(run_dir), "tied": tied, "entropy": list(record.entropy),
-           "heldout": {t: {m: v["mean"] for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()},
+           "heldout": {t: {m: v.mean for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()},
            "numerics": numerics_of(record),
            **measure(delta, theta0, cfg, walk, why, (step, rule), member_step(record))}
     step = out["sparsity"]["step"]

@@ -37,7 +37,7 @@ def member_step(record) -> tuple[float | None, str]:
     m = record.config.get("method", {})
     if record.method != "es":
         return None, ""
-    alpha = (record.train or {}).get("alpha") or m.get("alpha")
+    alpha = (record.train.alpha if record.train else None) or m.get("alpha")
     n = m.get("population")
     zs = []
     for s in record.steps:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from harness.core.engine_kinds import capabilities
 from harness.core.errors import UserError
 
 
@@ -114,7 +115,7 @@ def check_launch(device_type: str, engine: str, curves: bool = False) -> None:
 
     Args:
         device_type: "cuda" or "cpu", the device the run trains on.
-        engine: the generation engine's name ("hf" or "vllm").
+        engine: the generation engine's name ("hf" or "vllm"), asked for its capabilities.
         curves: learning curves are on (eval.every_flops_fraction): rank 0 evaluates mid-run alone.
     """
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world_size()))
@@ -122,7 +123,7 @@ def check_launch(device_type: str, engine: str, curves: bool = False) -> None:
         raise DistributedError(f"{local} processes per node but this node has {torch.cuda.device_count()} GPU(s); "
                                f"launch with --num_processes {torch.cuda.device_count()} (accelerate) or "
                                f"--nproc-per-node {torch.cuda.device_count()} (torchrun)")
-    if using_fsdp() and engine == "vllm" and (world_size() == 1 or (device_type == "cuda" and torch.cuda.device_count() == 1)):
+    if using_fsdp() and capabilities(engine).own_memory_share and (world_size() == 1 or (device_type == "cuda" and torch.cuda.device_count() == 1)):
         raise DistributedError("FSDP with engine=vllm (colocate) on one GPU: FSDP shards nothing there and vLLM needs "
                                "its own memory share beside the full model; use conf/accelerate/fsdp.yaml on several "
                                "GPUs, or engine=hf, or plain `python -m harness` with ddp/no accelerate")

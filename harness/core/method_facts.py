@@ -64,6 +64,9 @@ class MethodFacts:
       stages            (order key, stages key) of a composite: config[stages][name] for name in config[order]
                         are whole method configs, each checked against the budget in turn.
       split_unit        the config key naming the unit a composite splits its budget in (must be budget.kind).
+      summary_keys      (always, sometimes): the keys its train() returns beyond harness/core/payloads.py's
+                        COMMON, always or on some paths only; a record of it is read strictly against them
+                        (None: not declared, its keys are kept as returned, none required).
     Code (read by importing the method: `facts_of`), each given the method's config object (`configure`):
       samples_per_step  completions one step scores (prices an updates budget, bounds a step's charge).
       scoring_forwards  completion-scoring forwards one step may run per completion beyond generating it.
@@ -82,6 +85,7 @@ class MethodFacts:
     reference_points: Mapping[str, Any] | None = None
     stages: tuple[str, str] | None = None
     split_unit: str | None = None
+    summary_keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     samples_per_step: Callable[[Any], float] | None = None
     scoring_forwards: Callable[[Any], float] | None = None
     memory: Callable[..., tuple[dict, int, str | None]] | None = None
@@ -93,7 +97,7 @@ class MethodFacts:
 
 
 DATA = ("family", "update_unit", "step_cap", "distributed", "reference_label", "reference_points", "stages",
-        "split_unit")
+        "split_unit", "summary_keys")
 
 
 def method_class(target: str) -> type | None:
@@ -244,11 +248,17 @@ def _class_assign(cls: ast.ClassDef, name: str) -> ast.expr | None:
 
 
 def _class_node(target: str) -> tuple[ast.ClassDef, ast.Module] | None:
+    """The class's AST and its module's. A package that imports its class on first use (methods/es/__init__.py)
+    names the defining module in a literal `LAZY = {"ES": "methods.es.loop"}`, which is followed here."""
     module, _, name = str(target or "").rpartition(".")
     tree = _source(module) if module else None
     if tree is None:
         return None
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if cls is None:
+        there = _constants(tree).get("LAZY")
+        if isinstance(there, dict) and isinstance(there.get(name), str) and there[name] != module:
+            return _class_node(f"{there[name]}.{name}")
     return (cls, tree) if cls is not None else None
 
 

@@ -18,6 +18,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
                           PreTrainedTokenizerBase, PreTrainedTokenizerFast)
 
 from harness.core import paths, wheels
+from harness.core.engine_kinds import capabilities
 from harness.core.errors import UserError
 from harness.core.hub import not_cached_message, offline_unless_reachable
 from harness.core.progress import progress_bar
@@ -119,7 +120,7 @@ def driver_place(device: str, engine: str, trains: bool, weights_in_driver: bool
         return None
     if trains and not weights_in_driver:
         return "cpu"
-    if not trains and engine == "vllm":
+    if not trains and not capabilities(engine).in_place:  # the engine holds its own copy of the weights
         return "cpu"
     return None
 

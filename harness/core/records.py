@@ -10,7 +10,10 @@ Schema history: 1 = untyped dicts (still read: the same keys, and `trains` is in
 method); 2 = these dataclasses, with `steps`, `curve`, `trains`, `pid`/`host` and the `running`
 and `interrupted` states; later additions with defaults (still 2): `entropy` and `update`
 (harness/analysis/), and `notes` (what a run skipped or replaced, e.g. entropy tracking on a task
-with no validation split, or the failed record a rerun replaced).
+with no validation split, or the failed record a rerun replaced); 3 = the same JSON, with `train`,
+`budget` and the metrics (`metrics`, `heldout.<task>.metrics`) typed (harness/core/payloads.py) and
+checked key by key when read. A record keeps the schema it was read with when it is rewritten, so a
+schema 1 or 2 record is never held to the keys of 3.
 
 Reading checks the shape (a record that is not an object, a `metrics` that is not split -> metric ->
 {mean, ci_low, ci_high}, an ok record with no `metrics`): such a file raises RecordError naming the
@@ -19,6 +22,7 @@ instead of crashing on it (or counting it ok).
 """
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -32,9 +36,11 @@ from pathlib import Path
 
 from harness.core import paths
 from harness.core.atomic import write_json_atomic
+from harness.core.payloads import (TYPED_SINCE, BudgetSummary, PayloadError, TrainSummary, metrics_dict, read_budget,
+                                   read_metrics, read_train)
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = TYPED_SINCE
+READABLE_SCHEMAS = (1, 2, 3)
 RECORD_NAME = "record.json"
 MANIFEST_NAME = "experiment.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
@@ -120,17 +126,17 @@ class Record:
     started_at: float = 0.0
     pid: int | None = None
     host: str | None = None
-    train: dict = field(default_factory=dict)       # the method's summary
-    budget: dict = field(default_factory=dict)      # kind, limit, spent, flops_used, samples_used, steps
+    train: TrainSummary | None = None               # the method's summary; None before it returned one
+    budget: BudgetSummary | None = None             # what the ledger spent; None before training ended
     steps: list = field(default_factory=list)       # StepStats rows: the train curve on the FLOPs axis
     curve: list = field(default_factory=list)       # validation evaluations during training (learning curve)
     entropy: list = field(default_factory=list)     # token entropy of the policy's samples during training
     update: dict = field(default_factory=dict)      # base_sha256 of theta_0; path, dtype, bytes of the stored update
-    metrics: dict = field(default_factory=dict)     # split -> metric -> {mean, ci_low, ci_high}
+    metrics: dict = field(default_factory=dict)     # split -> metric name -> Metric
     pass_curve: dict = field(default_factory=dict)  # split -> {k: pass@k}
     examples: dict = field(default_factory=dict)
     eval_flops: dict = field(default_factory=dict)  # evaluation cost: recorded, never charged
-    heldout: dict = field(default_factory=dict)     # task -> {metrics, pass_curve, examples, task_info}
+    heldout: dict = field(default_factory=dict)     # task -> {metrics: name -> Metric, pass_curve, examples, task_info}
     task_info: dict = field(default_factory=dict)   # what the task reports about itself (e.g. sandbox layers)
     wall_s: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)       # what the run skipped or replaced, one line each
@@ -142,19 +148,34 @@ class Record:
     cpu: dict = field(default_factory=dict)         # model, ids, flags, capability (torch's kernel ISA)
     path: str | None = None                         # where it was read from (never written)
 
+    def __post_init__(self):
+        """Payloads given as dicts (a record read from JSON, a test's record) become their dataclasses, read
+        by the rules of this record's schema; PayloadError names the key that does not fit."""
+        v = self.schema_version
+        self.train = read_train(self.train, self.method, v, summary_keys(self.config))
+        self.budget = read_budget(self.budget, v)
+        self.metrics = {split: read_metrics(named, f"metrics.{split}") for split, named in self.metrics.items()}
+        self.heldout = {task: {**held, "metrics": read_metrics(held["metrics"], f"heldout.{task}.metrics")}
+                        if "metrics" in held else held for task, held in self.heldout.items()}
+
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
-        """Read a record of any readable schema; unknown keys are ignored, missing ones defaulted."""
+        """Read a record of any readable schema; unknown record keys are ignored, missing ones defaulted (the
+        payloads' keys are checked: harness/core/payloads.py)."""
         known = {f.name for f in fields(cls)}
-        rec = cls(**{k: v for k, v in d.items() if k in known})
-        if d.get("schema_version", 1) == 1:
+        rec = cls(**{"schema_version": 1, **{k: v for k, v in d.items() if k in known}})
+        if rec.schema_version == 1:
             rec.trains = d.get("method") != "base"  # v1 had no flag; base was its only non-training method
         return rec
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("path")
-        return d
+        """The JSON of record.json: each payload as the dict it was before it was typed ({} for none)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "path"}
+        d.update(train=self.train.to_dict() if self.train else {}, budget=self.budget.to_dict() if self.budget else {},
+                 metrics={split: metrics_dict(named) for split, named in self.metrics.items()},
+                 heldout={task: {**held, "metrics": metrics_dict(held["metrics"])} if "metrics" in held else held
+                          for task, held in self.heldout.items()})
+        return copy.deepcopy(d)  # as asdict did: the caller may change it
 
     @property
     def effective_status(self) -> str:
@@ -184,6 +205,17 @@ def write_record(run_dir: Path, record: Record) -> Path:
     path = Path(run_dir) / RECORD_NAME
     write_json_atomic(path, record.to_dict())
     return path
+
+
+def summary_keys(config: dict) -> tuple | None:
+    """The summary_keys the run's method declares in its facts (harness/core/method_facts.py), found by the
+    record's `method._target_` without importing the method; None when it declares none."""
+    target = ((config or {}).get("method") or {}).get("_target_")
+    if not target:
+        return None
+    from harness.core.method_facts import declared
+    facts = declared(str(target))
+    return facts.summary_keys if facts is not None else None
 
 
 class RecordError(ValueError):
@@ -218,6 +250,7 @@ def shape_problem(d) -> str | None:
         return f"holds a JSON {type(d).__name__}, not a record object"
     for f in fields(Record):
         kind = {dict: dict, list: list}.get(f.default_factory)  # type: ignore[arg-type]
+        kind = dict if f.name in ("train", "budget") else kind  # payloads: None in a Record, an object in JSON
         if f.name in d and kind and not isinstance(d[f.name], kind):
             return f"{f.name} is {type(d[f.name]).__name__} {d[f.name]!r:.60}, not a {kind.__name__}"
     if d.get("status", "running") not in STATUSES:
@@ -249,6 +282,9 @@ def read_record(path: Path) -> Record:
                           "(written by another esbench version; rerun it)")
     try:
         rec = Record.from_dict(d)
+    except PayloadError as e:  # a key renamed or dropped on one side: no reader may default it silently
+        raise RecordError(f"{path}: {e} (schema {d['schema_version']}); the code that wrote it and this code "
+                          "disagree on that key: fix the one that is wrong, or rerun that run with its stamp") from None
     except TypeError as e:
         raise RecordError(f"{path}: {e}") from None
     rec.path = str(path)

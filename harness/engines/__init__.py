@@ -9,20 +9,11 @@ The interface is harness/engines/base.py; tests: python -m pytest tests/test_eng
 from __future__ import annotations
 
 from harness.engines.base import ENGINES, VLLM_INSTALL, Engine, EngineConfig, EngineError, check_plan, device_memory
+from harness.core.engine_kinds import capabilities, plain_engine
 from harness.core.policy import Policy
 
 __all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "check_plan", "device_memory",
            "evaluation_engine", "make_engine", "plain_engine", "trl_vllm_kwargs", "vllm_available"]
-
-
-def plain_engine(engine) -> dict:
-    """An engine setting as a plain dict: a Hydra node (`method.engine: ${engine}`), a name, a dict or None (hf)."""
-    if engine is None or isinstance(engine, str):
-        return {"name": engine or "hf"}
-    if hasattr(engine, "_metadata"):  # an OmegaConf node
-        from omegaconf import OmegaConf
-        return OmegaConf.to_container(engine, resolve=True)
-    return dict(engine)
 
 
 def vllm_available() -> str | None:
@@ -72,11 +63,12 @@ def evaluation_engine(policy: Policy, engine, reference=None, trained: bool = Tr
 
     cfg = plain_engine(engine)
     run_device = policy.device or next(policy.model.parameters()).device.type
-    keep = run_device if cfg.get("name", "hf") == "hf" or reference is not None else "cpu"
+    in_place = capabilities(cfg).in_place
+    keep = run_device if in_place or reference is not None else "cpu"
     for model in (policy.model, reference):
         if model is not None and next(model.parameters()).device.type != torch.device(keep).type:
             model.to(keep)
-    if cfg.get("name", "hf") == "hf":
+    if in_place:
         return None
     shared = {}
     if keep.startswith("cuda"):  # the trained policy and the reference beside the engine, once on its GPU

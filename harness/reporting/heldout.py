@@ -22,7 +22,7 @@ def heldout_markdown(records: list[Record]) -> str:
         lines = [f"\n## Held-out task: {name} (test split)\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in done:
             ms = r.heldout[name]["metrics"]
-            cells = [f"{fmt_value(ms[m]['mean'], m)} [{fmt_value(ms[m]['ci_low'], m)}, {fmt_value(ms[m]['ci_high'], m)}]"
+            cells = [f"{fmt_value(ms[m].mean, m)} [{fmt_value(ms[m].ci_low, m)}, {fmt_value(ms[m].ci_high, m)}]"
                      if m in ms else "-" for m in metrics]
             lines.append("| " + " | ".join([r.model_key or r.model, r.label, str(r.seed), *cells]) + " |")
         blocks.append("\n".join(lines) + f"\n\n{HELDOUT_NOTE}\n")
@@ -45,7 +45,7 @@ def heldout_paper_markdown(records: list[Record], paper_heldout: dict | None,
                         and (r.model_key or r.model) == model and (r.column or r.label) == col and task in r.heldout]
                 cells = []
                 for m, pub in zip(metrics, published):
-                    vals = [d[m]["mean"] for d in done if m in d]
+                    vals = [d[m].mean for d in done if m in d]
                     got = 100 * sum(vals) / len(vals) if vals else None
                     cells.append(f"- (paper {pub:.1f})" if got is None else f"{got:.1f} ({pub:.1f}, {got - pub:+.1f})")
                 lines.append(f"| {model} | {col} | " + " | ".join(cells) + " |")

@@ -30,6 +30,7 @@ from harness.core.quiet import drop_banners, quiet_known_warnings
 from harness.core import records
 from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
 from harness.core.locks import folder_lock
+from harness.core.payloads import BudgetSummary, read_metrics, read_train
 from harness.core.records import Record, new_record
 from harness.core.paths import CONF_DIR
 from harness.core.steplog import EvalEvery, make_ledger
@@ -192,14 +193,14 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         record.notes += [note] if note else []
         if not is_main_process():  # rl: ranks > 0 train (same ledger totals) but log, evaluate and write nothing
             ledger.listeners = []
-        record.train = method.train(policy, task, ledger, run_dir) or {}
+        # typed here, by the code that reads it back: a summary key a shipped method renamed fails now, loudly
+        record.train = read_train(method.train(policy, task, ledger, run_dir) or {}, method.name,
+                                  declared=method.facts.summary_keys)
         if keep_update:
             record.update.update(save_update(run_dir, policy.model))
             print(f"stored theta_final for analysis ({record.update['bytes'] / 1e6:.1f} MB, {record.update['dtype']}) "
                   f"in {run_dir / record.update['path']}", flush=True)
-        record.budget = {"kind": ledger.kind, "limit": ledger.limit, "spent": ledger.spent,
-                         "flops_used": ledger.flops, "samples_used": ledger.samples, "steps": ledger.steps,
-                         "executed_flops": ledger.executed_flops}
+        record.budget = BudgetSummary.of(ledger)
         record.steps = [s.to_dict() for s in ledger.history]
         record.curve = list(ledger.evals)
         train_s = ledger.wall_s  # summed over every process of a resumed run
@@ -209,12 +210,14 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         engine = evaluation_engine(policy, cfg.engine, reference, method.trains) if is_main_process() else None
         for split in cfg.eval_splits if is_main_process() else []:  # rl: rank 0 evaluates
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference, engine)
-            record.metrics[split], record.pass_curve[split] = res.metrics, res.pass_curve
+            record.metrics[split] = read_metrics(res.metrics, f"metrics.{split}")
+            record.pass_curve[split] = res.pass_curve
             record.examples[split], record.eval_flops[split] = res.examples, res.flops
             log.info("%s %s: %s", record.label, split, _brief(res.metrics))
         for name, held_out in held_out_tasks.items():  # forgetting: the trained policy on other tasks' test splits
             res = evaluate(policy, held_out, "test", eval_cfg, reference, engine)
-            record.heldout[name] = {"metrics": res.metrics, "pass_curve": res.pass_curve, "examples": res.examples,
+            record.heldout[name] = {"metrics": read_metrics(res.metrics, f"heldout.{name}.metrics"),
+                                    "pass_curve": res.pass_curve, "examples": res.examples,
                                     # e.g. "FIXTURE DATA, not GPQA": the tables carry a held-out task's notes too
                                     "task_info": held_out.run_info() if hasattr(held_out, "run_info") else {}}
             log.info("%s held-out %s: %s", record.label, name, _brief(res.metrics))

@@ -38,10 +38,12 @@ def run(nproc: int, model: str, flops: float, tokens: int, root: Path, port: int
     wall = time.perf_counter() - start
     if done.returncode:
         raise RuntimeError(f"{nproc}-process run failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    rec = json.loads((root / "runs" / group / "bench-grpo" / "record.json").read_text())
-    return {"processes": nproc, "world_size": rec["train"]["world_size"], "flops": rec["budget"]["flops_used"],
-            "samples": rec["budget"]["samples_used"], "steps": rec["budget"]["steps"],
-            "step_flops": [s["flops"] for s in rec["steps"]], "train_s": rec["wall_s"]["train"],
+    from harness.core.records import RECORD_NAME, read_record
+
+    rec = read_record(root / "runs" / group / "bench-grpo" / RECORD_NAME)
+    return {"processes": nproc, "world_size": rec.train.world_size, "flops": rec.budget.flops_used,
+            "samples": rec.budget.samples_used, "steps": rec.budget.steps,
+            "step_flops": [s["flops"] for s in rec.steps], "train_s": rec.wall_s["train"],
             "command_s": round(wall, 1)}
 
 

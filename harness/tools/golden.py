@@ -60,6 +60,7 @@ def run(workdir: Path) -> Path:
 
 def collect(root: Path) -> dict:
     """The golden numbers of every record under root, keyed by run label, plus the host they came from."""
+    from harness.core.payloads import BudgetSummary
     from harness.core.records import read_records
 
     records, _ = read_records(root)
@@ -67,10 +68,12 @@ def collect(root: Path) -> dict:
         raise RuntimeError(f"no records under {root}")
     runs = {}
     for r in records:
-        row = {"status": r.status, "steps": r.budget.get("steps"), "flops_used": r.budget.get("flops_used")}
+        budget = r.budget or BudgetSummary()  # a failed run may have none
+        row = {"status": r.status, "steps": budget.steps, "flops_used": budget.flops_used}
         for name in METRICS:
             split, metric = name.split(":")
-            row[name] = r.metrics.get(split, {}).get(metric, {}).get("mean")
+            m = r.metrics.get(split, {}).get(metric)  # a failed run evaluated nothing
+            row[name] = m.mean if m else None
         weights = Path(r.path).parent / r.update["path"] if r.update.get("path") else None
         row["weights_sha256"] = (hashlib.sha256(weights.read_bytes()).hexdigest()
                                  if weights and weights.exists() else None)

@@ -67,7 +67,7 @@ from harness.analysis.sparsity import fraction_below
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
 from harness.core.paths import CONF_DIR
-from methods.es.core import SEEDINGS, normalize
+from methods.es.core import SEEDINGS, NoiseSpec, normalize
 from methods.es.numerics import InplaceWeights, delta_summary
 from methods.es.weights import HFWeights
 
@@ -154,7 +154,7 @@ def replay(model, arith: str, iterations: int, population: int, sigma: float, al
     work = _copy(model, dtype)
     named = list(work.named_parameters())
     w = (InplaceWeights(named, record=True) if numerics == "inplace" else HFWeights(named, record=True))
-    w.set_noise(seeding=seeding)
+    w.set_noise(NoiseSpec(seeding=seeding))
     w.init_master()
     initial = [p.detach().clone() for _, p in named]
     per_iter = []

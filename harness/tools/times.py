@@ -42,13 +42,13 @@ class Claim:
 
 
 CLAIMS = [
-    Claim("README.md", "(23 min of runs on 2 busy CPU cores)", runs="quickstart"),
-    Claim("README.md", "its 11 runs took 23 min together", runs="quickstart"),
-    Claim("README.md", "CPU, 23 min of runs (qs-r11; 39 min for qs-r12", runs="quickstart"),
+    Claim("README.md", "(17 min of runs on 2 CPU cores)", runs="quickstart"),
+    Claim("README.md", "its 11 runs took 17 min together", runs="quickstart"),
+    Claim("README.md", "CPU, 17 min of runs (qs-r13; 39 min for qs-r12", runs="quickstart"),
     Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
     Claim("README.md", "evaluates the default zoo model alone (about 35 s)", cmd=(*H, "method=base")),
     Claim("README.md", "240 s end to end here", cmd=(*H, *REAL), slow=True),
-    Claim("README.md", "the test suite (CPU, about 7 minutes on 2 idle cores)", cmd=(sys.executable, "-m", "pytest", "-q"),
+    Claim("README.md", "the test suite (CPU, about 5 minutes on 2 idle cores)", cmd=(sys.executable, "-m", "pytest", "-q"),
           slow=True, in_repo=True),
     Claim("README.md", "-m slow runs the end-to-end ones (about 15)",
           cmd=(sys.executable, "-m", "pytest", "-q", "-m", "slow"), slow=True, in_repo=True),

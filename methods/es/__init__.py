@@ -9,16 +9,18 @@
     numerics.py  the reference code's in-place arithmetic and the numerics record
     lora.py      ES on LoRA adapter tensors
 
-`ES` is imported on first use (PEP 562), so `methods.es.config` loads without torch.
+`ES` and `ESConfig` are imported on first use (PEP 562), so `methods.es.config` loads without torch;
+LAZY says where each is defined (harness/core/method_facts.py reads it from this file's source to
+find the class without importing it).
 """
 from __future__ import annotations
 
+import importlib
+
+LAZY = {"ES": "methods.es.loop", "ESConfig": "methods.es.config"}
+
 
 def __getattr__(name: str):
-    if name == "ES":
-        from methods.es.loop import ES
-        return ES
-    if name == "ESConfig":
-        from methods.es.config import ESConfig
-        return ESConfig
+    if name in LAZY:
+        return getattr(importlib.import_module(LAZY[name]), name)
     raise AttributeError(f"module 'methods.es' has no attribute {name!r}")

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from harness.core import gpu_memory as gm
+from harness.core.engine_kinds import capabilities
 from harness.core.errors import UserError
 from harness.core.memory_parts import GB, gpus_needed, kv_cache_bytes, lora_param_count
 from harness.core.method_facts import ES as ES_FAMILY, MethodFacts
@@ -49,8 +50,7 @@ class VariantError(UserError, ValueError):
 def wants_population(engine=None, workers: int = 1, use_ray: bool | None = None) -> bool:
     """True when ES's members are not scored on the driver's own model (a vLLM engine, or Ray workers):
     the driver's weights are then stale until the end of training."""
-    name = engine if isinstance(engine, str) or engine is None else dict(engine).get("name", "hf")
-    return (name or "hf") != "hf" or workers > 1 or bool(use_ray)
+    return not capabilities(engine).in_place or workers > 1 or bool(use_ray)
 
 
 @dataclass
@@ -176,7 +176,7 @@ class ESConfig:
         if self.numerics_record is None:
             self.numerics_record = self.numerics == "inplace"
         if self.numerics == "inplace":
-            if self.engine_name != "hf":
+            if not capabilities(self.engine).in_place:
                 raise VariantError(f"method.numerics=inplace is not supported on engine={self.engine_name}; "
                                    "use engine=hf")
             if self.noise_rank is not None:
@@ -185,7 +185,7 @@ class ESConfig:
             if self.peft:
                 raise VariantError("method.numerics=inplace perturbs the model's own weights (peft keeps adapters "
                                    "in fp32, no reference to follow); drop method.peft or use numerics=exact")
-        if self.numerics_record and self.engine_name != "hf":
+        if self.numerics_record and not capabilities(self.engine).in_place:
             raise VariantError(f"method.numerics_record=true is measured on engine=hf only, not "
                                f"engine={self.engine_name}; set method.numerics_record=false or use engine=hf")
 
@@ -209,7 +209,7 @@ def es_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: float,
     the code requests (harness/core/gpu_memory.py es_vllm_plan); GPUs = engine.workers / engine.engines_per_gpu.
     """
     b, counts = gm.dtype_bytes(dtype), gm.model_counts(shape)
-    if engine.get("name") == "vllm":
+    if capabilities(engine).own_memory_share:
         plan = gm.es_vllm_plan(shape, dtype, int(gpu_gb * GB), engine,  # the driver's copy waits on the CPU
                                wanted_sequences=int(c.generation_batch_size), wanted_tokens=tokens)
         engines = max(1, math.ceil(int(engine.get("workers", 1) or 1) / int(engine.get("engines_per_gpu", 1) or 1)))
@@ -235,6 +235,9 @@ ES_FACTS = MethodFacts(
     step_cap="max_iterations",
     reference_label=r"(?s)ES|(?i:es full).*",  # "ES" or "ES full ...": the full-ES cell when none is named
     reference_points={"population": PAPER_POPULATION},
+    summary_keys=(("skipped_updates", "sigma", "alpha", "fitness", "last_reward_mean", "workers", "engine",
+                   "master_checksum", "numerics"),
+                  ("peft", "adapter_params")),  # ES on LoRA adapters
     samples_per_step=lambda c: c.population * c.prompts_per_iteration,
     scoring_forwards=lambda c: 0,
     memory=es_memory,

@@ -51,6 +51,16 @@ class NoiseSpec:
         """The perturbed tensors' indices among n."""
         return range(n) if self.indices is None else self.indices
 
+    def to_wire(self) -> dict:
+        """Plain values, for the RPC into a vLLM worker (methods/es/vllm_ext.py): vLLM's engine-core
+        messages are msgpack, which carries ints, lists and strings but no dataclass."""
+        return {"indices": None if self.indices is None else [int(i) for i in self.indices],
+                "rank": None if self.rank is None else int(self.rank), "seeding": str(self.seeding)}
+
+    @classmethod
+    def from_wire(cls, wire: dict) -> "NoiseSpec":
+        return cls(None if wire["indices"] is None else tuple(wire["indices"]), wire["rank"], wire["seeding"])
+
 
 def parameter_groups(names: list[str]) -> list[str]:
     """Names with layer numbers folded into '*', in first-seen order (for error messages)."""

@@ -66,7 +66,7 @@ from methods.es.core import (CKPT, LOOSE, VARIANT_DEFAULTS, VariantError,  # noq
                              update_terms, zscore)
 from methods.es.config import ES_FACTS, PAPER_POPULATION, ESConfig, es_memory  # noqa: F401 - light (no torch)
 from methods.es.lora import adapter_tensors, wrap_lora
-from methods.es.workers import WorkerError, blocks, start_workers
+from methods.es.workers import WorkerError, start_workers
 from tasks.base import Task
 
 
@@ -74,10 +74,10 @@ from tasks.base import Task
 class ES(ConfiguredMethod):
     """Evolution strategies over all parameters; hyperparameters in ESConfig (built by Hydra).
 
-    The loop runs on the driver; members are scored by workers (methods/es/workers.py): one in this
-    process (engine=hf on the policy's own model, or a vLLM engine) or K Ray actors. Per iteration the
-    driver draws the member seeds and prompt indices (a pure function of (seed, iteration)), assigns
-    members to workers in contiguous blocks, gathers one (reward, FLOPs) pair per member in member
+    The loop runs on the driver; members are scored by a pool of workers (methods/es/workers.py): one in
+    this process (engine=hf on the policy's own model, or a vLLM engine) or K Ray actors. Per iteration the
+    driver draws the member seeds and prompt indices (a pure function of (seed, iteration)), has the pool
+    hand members to whichever worker is free, gathers one MemberScore per member in member
     order, normalises the rewards and sends the seeds and their coefficients to *every* worker, which
     updates its own master. After every iteration the workers' master checksums are compared; a
     mismatch raises (never a silent drift). K=1 and K=K' workers, and the HF and vLLM engines on one
@@ -145,10 +145,9 @@ class ES(ConfiguredMethod):
         spec = noise_spec([n for n, _ in names_shapes], [tuple(p.shape) for _, p in names_shapes], c.params,
                           c.noise_rank, c.noise_seeding)
         pool = self._start_workers(policy, task, c.engine, named)
-        k = len(pool.workers)
+        k = pool.size
         try:
-            indices = None if spec.indices is None else list(spec.indices)
-            checksum = self._agree(pool.call("init_master", [(source, indices, spec.rank, spec.seeding)] * k), start)
+            checksum = self._agree(pool.init_master(source, spec), start)
             it, skipped, last = start, 0, None
             ledger.start_clock()
             while it < c.max_iterations and not ledger.exhausted:
@@ -193,42 +192,40 @@ class ES(ConfiguredMethod):
         c = self.config
         if not c.numerics_record:
             return {"numerics": c.numerics, "noise_seeding": c.noise_seeding, "record": False} if final else None
-        rec = pool.call("numerics", [(final,)], "recording numerics")[0]
+        rec = pool.numerics(final)
         return {"noise_seeding": c.noise_seeding, **rec, **({"since_iteration": since} if final else {})}
 
     def _iteration(self, pool, it: int, ledger: Ledger, n_train: int) -> StepStats:
         """One ES iteration; charges the ledger once the update is in every worker's weights."""
         c = self.config
-        k = len(pool.workers)
+        k = pool.size
         t0 = time.perf_counter()
         seeds, idx = self._iteration_rng(it, n_train)
         seeds, signs = members(seeds, c.antithetic)
         a = time.perf_counter()
-        parts = pool.call("score", [(seeds[lo:hi], idx, c.sigma, c.generation_batch_size, signs[lo:hi])
-                                    for lo, hi in blocks(len(seeds), k)],
-                          f"scoring the members of iteration {it + 1}")
-        scored = [m for part in parts for m in part]  # member order
+        scored = pool.score(seeds, signs, idx, c.sigma, c.generation_batch_size,
+                            f"scoring the members of iteration {it + 1}")  # member order
         t_score = time.perf_counter() - a
-        rewards = [m["reward"] for m in scored]  # logged as scored: a permutation leaves their mean and spread
+        rewards = [m.reward for m in scored]  # logged as scored: a permutation leaves their mean and spread
         fitness = rewards if c.fitness == "real" else placebo(rewards, c.antithetic,
                                                               random.Random(f"es-placebo-{c.seed}-{it}"))
         flops, executed = 0.0, 0.0
         for m in scored:  # summed in member order, whatever the number of workers
-            flops += m["flops"]
-            executed = None if executed is None or m["executed_flops"] is None else executed + m["executed_flops"]
+            flops += m.flops
+            executed = None if executed is None or m.executed_flops is None else executed + m.executed_flops
         a = time.perf_counter()
         z = normalize(fitness, c.normalize)
         if z is None:  # every member scored the same: no signal, no update
-            norms, sums = [0.0] * k, pool.call("checksum", [()] * k, "checking")
+            norms, sums = [0.0] * k, pool.checksum()
         else:
             terms, coefs = update_terms(seeds, signs, z)
-            res = pool.call("update", [(terms, coefs, c.alpha, len(seeds))] * k, f"updating at iteration {it + 1}")
+            res = pool.update(terms, coefs, c.alpha, len(seeds), f"updating at iteration {it + 1}")
             norms, sums = [r[0] for r in res], [r[1] for r in res]
         checksum = self._agree(sums, it + 1)
         t_update = time.perf_counter() - a
         numerics = self._numerics(pool, final=False)
         extra = {"numerics": numerics} if numerics is not None else {}
-        t = {key: sum(m["t"][key] for m in scored) for key in ("generate", "reward", "perturb_restore")}
+        t = {key: sum(m.t[key] for m in scored) for key in ("generate", "reward", "perturb_restore")}
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
         return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
                            executed_flops=executed,
@@ -236,7 +233,7 @@ class ES(ConfiguredMethod):
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
                            **{f"time_{key}_s": v for key, v in t.items()}, time_update_s=t_update,
                            time_score_wall_s=t_score, workers=k, engine=c.engine_name,
-                           master_checksum=checksum, tokens=sum(m["tokens"] for m in scored), **extra)
+                           master_checksum=checksum, tokens=sum(m.tokens for m in scored), **extra)
 
     def _check_fits(self, policy, task, ledger, rows) -> None:
         """Fail before any work when one iteration (worst case: every completion at max length) exceeds the budget."""
@@ -254,10 +251,10 @@ class ES(ConfiguredMethod):
         """Worker 0 writes the master (run_dir must be on a filesystem every node sees); state.json last."""
         state = {"iteration": iteration, "config": asdict(self.config), "rng": "a pure function of (seed, iteration)",
                  "ledger": ledger.state_dict(),
-                 "population": {"workers": len(pool.workers), "engine": self.config.engine_name}}
+                 "population": {"workers": pool.size, "engine": self.config.engine_name}}
 
         def write(tmp: Path) -> None:
-            pool.call("save_master", [(str(tmp / "master.safetensors"),)], "checkpointing")  # worker 0 only
+            pool.save_master(str(tmp / "master.safetensors"))  # worker 0 only
             fsync_file(tmp / "master.safetensors")
             write_text_atomic(tmp / "state.json", json.dumps(state, indent=1) + "\n")  # last: marks it complete
 

@@ -136,11 +136,11 @@ class InplaceWeights:
         self._in_place: tuple[int, float] | None = None  # (seed, sigma) of the perturbation now in the weights
         self._before: list[torch.Tensor] | None = None
 
-    def set_noise(self, indices=None, rank=None, seeding: str = "iid") -> None:
-        if rank is not None:
+    def set_noise(self, spec: NoiseSpec) -> None:
+        if spec.rank is not None:
             raise VariantError("method.numerics=inplace draws full-rank noise in the weights' dtype, as the "
                                "reference does; drop method.noise_rank or use numerics=exact")
-        self.spec = NoiseSpec(None if indices is None else tuple(indices), None, seeding)
+        self.spec = spec
 
     def _eps(self, member_seed: int, i: int) -> torch.Tensor:
         p = self.params[i]

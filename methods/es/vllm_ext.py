@@ -43,9 +43,10 @@ class ESWorkerExtension(WorkerExtension):
         all of it on the host: 30 GB at 7B against a Slurm job's mem_gb: 64)."""
         save_streaming(zip(self.es_names, self.es_master), path)
 
-    def es_set_noise(self, indices: list[int] | None, rank: int | None, seeding: str = "iid") -> None:
-        """The ES variant's NoiseSpec: tensors perturbed/updated, the noise rank and the tensors' seeding."""
-        self.es_spec = NoiseSpec(None if indices is None else tuple(indices), rank, seeding)
+    def es_set_noise(self, spec: dict) -> None:
+        """The ES variant's NoiseSpec (tensors perturbed/updated, the noise rank and the tensors' seeding), sent
+        as NoiseSpec.to_wire's plain values and rebuilt whole here."""
+        self.es_spec = NoiseSpec.from_wire(spec)
 
     @torch.no_grad()
     def es_perturb(self, member_seed: int, sigma: float) -> None:

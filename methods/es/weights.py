@@ -3,8 +3,8 @@
 An engine only generates (harness/engines); ES keeps an fp32 *master* of the tensors it trains and
 writes master + sigma * eps into the engine's working weights for each member:
 
-    set_noise(indices, r, seeding)  ES variants: perturb/update only tensors `indices` (None: all), rank-r
-                           noise, the tensors' seeding (methods.es.core.SEEDINGS)
+    set_noise(spec)        the variant's NoiseSpec (methods/es/core.py): which tensors are perturbed and
+                           updated, the noise's rank, the tensors' seeding; it travels whole
     init_master(path)      master = the working weights (path None) or a checkpoint's; then restore
     perturb(seed, sigma)   working weights = master + sigma * eps(seed)   (fp32, cast once; -sigma mirrors)
     restore()              working weights = master                        (exact)
@@ -40,8 +40,8 @@ class HFWeights:
         self.spec = NoiseSpec()
         self.rec = Recorder("exact", record)
 
-    def set_noise(self, indices=None, rank=None, seeding: str = "iid") -> None:
-        self.spec = NoiseSpec(None if indices is None else tuple(indices), rank, seeding)
+    def set_noise(self, spec: NoiseSpec) -> None:
+        self.spec = spec
 
     @torch.no_grad()
     def init_master(self, path=None) -> None:
@@ -94,9 +94,8 @@ class VLLMWeights:
             self.engine.weights_changed()
         return out
 
-    def set_noise(self, indices=None, rank=None, seeding: str = "iid") -> None:
-        self._call("es_set_noise", None if indices is None else [int(i) for i in indices],
-                   None if rank is None else int(rank), str(seeding), changes_weights=False)
+    def set_noise(self, spec: NoiseSpec) -> None:
+        self._call("es_set_noise", spec.to_wire(), changes_weights=False)
 
     def init_master(self, path=None) -> None:
         self._call("es_init", self.names, str(path or self.engine.weights_source))
@@ -125,7 +124,7 @@ def weights_for(engine, named: list[tuple[str, torch.Tensor]] | None = None, num
     in-place arithmetic, HF only); `record`: keep the numerics record (HF only)."""
     if numerics not in NUMERICS:
         raise ValueError(f"method.numerics={numerics!r} is unknown; use one of {', '.join(NUMERICS)}")
-    if engine.name == "hf":
+    if engine.caps.in_place:  # generation reads these parameters: ES writes them directly
         named = named if named is not None else list(engine.policy.model.named_parameters())
         return InplaceWeights(named, record) if numerics == "inplace" else HFWeights(named, record)
     if named is not None:

