@@ -35,3 +35,15 @@ def test_runs_minutes_sums_wall_seconds():
     """Summed by hand from results/quickstart/runs.csv: 18.4 + 126.5 + 130.6 + 90.0 + 86.8 + 84.7
     + 84.3 + 100.5 + 103.5 + 98.4 + 101.5 = 1025.2 s."""
     assert runs_minutes("quickstart") * 60 == pytest.approx(1025.2)
+
+
+def test_the_committed_measurements_cover_every_quick_command_claim():
+    """results/bench/times.json (python -m harness.tools.times --out ...) measured each quick command claim with
+    the text the file states now, and the stated figure is within a factor of 2 of what it measured."""
+    import json
+    got = {m["text"]: m for m in json.loads((ROOT / "results" / "bench" / "times.json").read_text())["claims"]}
+    for c in (c for c in CLAIMS if c.cmd and not c.slow):
+        assert c.text in got, f"{c.text!r} has no committed measurement: rerun python -m harness.tools.times --out"
+        stated = float(re.search(r"(\d+(?:\.\d+)?) ?(min|s)\b", c.text).group(1))
+        unit = 60 if re.search(r"\d ?min\b", c.text) else 1
+        assert 0.5 <= got[c.text]["seconds"] / (stated * unit) <= 2, (c.text, got[c.text]["seconds"])

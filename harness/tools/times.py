@@ -3,6 +3,10 @@
     python -m harness.tools.times             # the quick ones (about 2 minutes): commands measured now
     python -m harness.tools.times --all       # also the real-model command, both test suites and the quickstart (about 1.5 h)
     python -m harness.tools.times --list      # each stated figure, its file and where its measurement comes from
+    python -m harness.tools.times --out results/bench/times.json   # the quick ones, also written as JSON
+
+The committed results/bench/times.json is the measurement behind the README's command times
+(tests/test_times.py checks that it measured every quick command claim, with the text stated now).
 
 A figure comes from one of two places. A command's seconds are measured now, in a fresh interpreter
 in a scratch folder (the test suites in the checkout), with the 1-minute load average before it
@@ -18,7 +22,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import platform
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m harness.tools.times", description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="also the slow commands (about 1.5 h)")
     ap.add_argument("--list", action="store_true", help="list the claims and their sources; measure nothing")
+    ap.add_argument("--out", help="also write the command measurements as JSON here (results/bench/times.json)")
     a = ap.parse_args(argv)
+    measured = []
     for c in CLAIMS:
         where = (f"results/{c.runs}/runs.csv (sum of wall_s)" if c.runs else
                  f"results/models/{c.card}/base_scores.json (arithmetic wall_s{' / prompts' if c.per_prompt else ''})"
@@ -112,10 +121,19 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{c.file}: {c.text!r}  ->  {card_seconds(c.card, c.per_prompt):.1f} s  [{where}]", flush=True)
         elif a.all or not c.slow:
             m = measure(c)
+            measured.append({"file": c.file, "text": c.text, "command": _show(c.cmd), "seconds": round(m["seconds"], 2),
+                             "load": round(m["load"], 2), "rc": m["rc"]})
             print(f"{c.file}: {c.text!r}  ->  {m['seconds']:.1f} s ({m['seconds'] / 60:.1f} min) at load "
                   f"{m['load']:.2f}, rc {m['rc']}  [{where}]  {m['last'][:80]}", flush=True)
         else:
             print(f"{c.file}: {c.text!r}  ->  not measured (--all)  [{where}]", flush=True)
+    if a.out and measured:
+        from harness.core.atomic import write_json_atomic
+        from harness.core.records import cpu, git_sha
+        write_json_atomic(Path(a.out), {"measured_at": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "git_sha": git_sha(),
+                                        "cpu": cpu(), "cores": os.cpu_count(),
+                                        "python": platform.python_version(), "claims": measured})
+        print(f"wrote {a.out}")
 
 
 if __name__ == "__main__":
