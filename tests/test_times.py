@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.tools.times import CLAIMS, ROOT, card_seconds, runs_minutes
+from harness.tools.times import CLAIMS, ROOT, card_seconds, checkpoint_seconds, runs_minutes, span_seconds
 
 TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes|h|hours?)\b")
 
@@ -12,12 +12,30 @@ TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.text[:40])
 def test_every_claim_is_in_its_file(claim):
     assert claim.text in (ROOT / claim.file).read_text(), f"{claim.file} no longer says {claim.text!r}"
-    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) == 1, "one source per claim"
+    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) + bool(claim.checkpoint) == 1, "one source per claim"
+    assert not claim.span or claim.runs, "a span is of a runs.csv"
 
 
-@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.runs or c.card], ids=lambda c: c.text[:40])
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.span], ids=lambda c: c.text[:40])
+def test_stated_ranges_match_their_runs(claim):
+    lo, hi = (float(x) for x in re.search(r"(\d+)-(\d+) ?(?:s|min)", claim.text).groups())
+    unit = 60 if "min" in claim.text else 1
+    got = span_seconds(claim.runs, claim.span)
+    assert (round(got[0] / unit), round(got[1] / unit)) == (lo, hi), f"{claim.text!r}: the committed runs give {got}"
+
+
+def test_stated_ranges_are_what_the_rows_hold():
+    """Summed by hand: numerics_cpu's nine ES runs took 506-824 s (8.4-13.7 min)."""
+    assert tuple(round(x) for x in span_seconds("numerics_cpu", "*")) == (506, 824)
+
+
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if (c.runs and not c.span) or c.card or c.checkpoint],
+                         ids=lambda c: c.text[:40])
 def test_backed_figures_match_their_files(claim):
-    stated = float(re.search(r"(\d+(?:\.\d+)?) (?:min|s)\b", claim.text).group(1))
+    if claim.checkpoint:
+        assert round(checkpoint_seconds(claim.checkpoint)) == float(re.search(r"(\d+) s\b", claim.text).group(1))
+        return
+    stated = float(re.search(r"(\d+(?:\.\d+)?) (?:min(?:utes)?|s)\b", claim.text).group(1))
     actual = runs_minutes(claim.runs) if claim.runs else card_seconds(claim.card, claim.per_prompt)
     assert round(actual) == stated, f"{claim.text!r}: the committed file gives {actual:.1f}"
 
