@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from harness.analysis.groups import GROUPS, group_of
-from harness.core.method_facts import ES, config_defaults, declared, targets_by_name
+from harness.core.method_facts import ES, config_defaults, declared, target_of
 from harness.core.payloads import TrainSummary
 
 MATCH = "matches the random-walk null: this measures the update rule, not learning"
@@ -91,7 +91,7 @@ def walk_of(method: str, mconf: dict, train: TrainSummary | None, steps: list) -
     """(the run's Walk, "") or (None, why there is no null) from its method (its name in the record), config,
     summary, step log. Only a method of the es family (its declared facts: ES's update rule) has one; a
     setting the record's config lacks takes the method's own default (its config dataclass)."""
-    target = str(mconf.get("_target_") or targets_by_name().get(method) or "")
+    target = target_of(method, mconf)
     facts = declared(target) if target else None
     if facts is None or facts.family != ES:
         return None, NOT_RW

@@ -27,15 +27,15 @@ from dataclasses import replace
 import torch
 
 from harness.analysis.update import named_params
+from harness.core.method_facts import ES, RL, family_of
 from harness.evaluation.evaluate import EvalConfig, evaluate
 
-ADAM_METHODS = ("grpo", "ppo")
 
 
 def member_step(record) -> tuple[float | None, str]:
     """(one member's largest step, the rule): alpha/N x max|z| x E|eps|, for an ES run; (None, "") otherwise."""
     m = record.config.get("method", {})
-    if record.method != "es":
+    if family_of(record.method, m) != ES:
         return None, ""
     alpha = (record.train.alpha if record.train else None) or m.get("alpha")
     n = m.get("population")
@@ -57,13 +57,14 @@ def step_size(record, walk=None) -> tuple[float | None, str]:
     """(one step's size, the rule used) for the run's method: one ES update (walk.s1) when the run has a
     random-walk null (harness/analysis/null.py Walk), else one member's step; Adam's lr for GRPO/PPO."""
     m = record.config.get("method", {})
-    if record.method == "es":
+    family = family_of(record.method, m)
+    if family == ES:
         if walk is not None and walk.s1 > 0:
             return walk.s1, f"one ES update: RMS per coordinate = alpha/N sqrt(S_t) ({walk.rule})"
         step, rule = member_step(record)
         if step:
             return step, f"one member's step: {rule}"
-    if record.method in ADAM_METHODS and m.get("learning_rate"):
+    if family == RL and m.get("learning_rate"):  # the RL baselines train with Adam (TRL)
         return float(m["learning_rate"]), f"Adam step ~ lr = {m['learning_rate']:g}"
     return None, "median nonzero |delta|"
 

@@ -262,6 +262,20 @@ def _class_node(target: str) -> tuple[ast.ClassDef, ast.Module] | None:
     return (cls, tree) if cls is not None else None
 
 
+def target_of(method: str, mconf: dict | None) -> str:
+    """A run's method `_target_`: its config's, else (a record older than targets in configs) the shipped
+    method of that name; "" when neither is known."""
+    return str((mconf or {}).get("_target_") or targets_by_name().get(method) or "")
+
+
+def family_of(method: str, mconf: dict | None) -> str | None:
+    """The family a run's method declares (ES, RL, REFERENCE, COMPOSITE), from its record's method name and
+    config, read without importing the method; None when it declares none."""
+    target = target_of(method, mconf)
+    facts = declared(target) if target else None
+    return facts.family if facts is not None else None
+
+
 @functools.lru_cache(maxsize=128)
 def declared(target: str) -> MethodFacts | None:
     """The data fields (DATA) of `target`'s facts, read from its class's `facts = MethodFacts(...)` without
