@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.tools.times import CLAIMS, ROOT, card_seconds, checkpoint_seconds, runs_minutes, span_seconds
+from harness.tools.times import CLAIMS, ROOT, bench_seconds, card_seconds, checkpoint_seconds, runs_minutes, span_seconds
 
 TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes|h|hours?)\b")
 
@@ -12,7 +12,8 @@ TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.text[:40])
 def test_every_claim_is_in_its_file(claim):
     assert claim.text in (ROOT / claim.file).read_text(), f"{claim.file} no longer says {claim.text!r}"
-    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) + bool(claim.checkpoint) == 1, "one source per claim"
+    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) + bool(claim.checkpoint) + bool(claim.bench) == 1, \
+        "one source per claim"
     assert not claim.span or claim.runs, "a span is of a runs.csv"
 
 
@@ -27,6 +28,13 @@ def test_stated_ranges_match_their_runs(claim):
 def test_stated_ranges_are_what_the_rows_hold():
     """Summed by hand: numerics_cpu's nine ES runs took 506-824 s (8.4-13.7 min)."""
     assert tuple(round(x) for x in span_seconds("numerics_cpu", "*")) == (506, 824)
+
+
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.bench], ids=lambda c: c.text[:40])
+def test_bench_figures_match_their_json(claim):
+    stated = re.search(r"(\d+(?:\.\d+)?) s\b", claim.text).group(1)
+    decimals = len(stated.split(".")[1]) if "." in stated else 0
+    assert round(bench_seconds(claim.bench), decimals) == float(stated), (claim.text, bench_seconds(claim.bench))
 
 
 @pytest.mark.parametrize("claim", [c for c in CLAIMS if (c.runs and not c.span) or c.card or c.checkpoint],

@@ -25,6 +25,7 @@ import csv
 import json
 import os
 import platform
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from harness.tools.bench_cli import run_timed
 
 ROOT = Path(__file__).resolve().parents[2]
 H = [sys.executable, "-m", "harness"]
+H200 = "results/bench/gpu_check_quick_h200.json"  # python -m harness.tools.gpu_check --quick, one H200
 REAL = ["model=smollm2-135m-instruct", "task=arithmetic", "method=base", "eval=quick"]
 
 
@@ -46,6 +48,7 @@ class Claim:
     card: str = ""                 # a model card's arithmetic wall_s (results/models/<card>/base_scores.json), or
     checkpoint: str = ""           # a shipped checkpoint's training time (harness/checkpoints/<x>/train_stats.json)
     span: str = ""                 # with `runs`: the fastest-slowest trained run on this model ("" any), as "a-b"
+    bench: str = ""                # a committed bench JSON's seconds: "results/bench/<file>.json:dotted.key[0]"
     per_prompt: bool = False       # the card's seconds per prompt instead
     slow: bool = False             # only with --all
     in_repo: bool = False          # run in the checkout (the test suites), not a scratch folder
@@ -87,6 +90,12 @@ CLAIMS = [
     Claim("docs/results/numerics_cpu.md", "nine ES runs, 8-14 minutes each", runs="numerics_cpu", span="*"),
     Claim("docs/results/placebo_real_cpu.md", "63-77 minutes per trained", runs="placebo_real_cpu_pilot", span="*"),
     Claim("docs/results/population_cpu.md", "30 runs, all ok, 127 minutes of run", runs="population_cpu"),
+    Claim("docs/gpus.md", "(driver 580.159.04), 399 s", bench=f"{H200}:elapsed_s"),
+    Claim("docs/gpus.md", "64.0 s of the", bench=f"{H200}:sections.es-hf.split_s.generate"),
+    Claim("docs/gpus.md", "of the 64.3 s iteration", bench=f"{H200}:sections.es-hf.wall_s"),
+    Claim("docs/gpus.md", "the update 0.17 s", bench=f"{H200}:sections.es-hf.split_s.update"),
+    Claim("docs/gpus.md", "steps took 31.2 s", bench=f"{H200}:sections.grpo.step_s[0]"),
+    Claim("docs/gpus.md", "(the first) and 11.0 s", bench=f"{H200}:sections.grpo.step_s[1]"),
     Claim("docs/gpus.md", "(`tests/test_gpu_check.py`, about 3 min)",
           cmd=(sys.executable, "-m", "pytest", "-q", "tests/test_gpu_check.py"), slow=True, in_repo=True),
 ]
@@ -110,6 +119,15 @@ def span_seconds(folder: str, model: str) -> tuple[float, float]:
         walls = [float(r["wall_s"]) for r in csv.DictReader(f)
                  if r.get("method") != "base" and model in ("*", r.get("model")) and r.get("wall_s") not in ("", "nan")]
     return min(walls), max(walls)
+
+
+def bench_seconds(source: str) -> float:
+    """Seconds at `key` of a committed bench JSON ("path.json:a.b[0]")."""
+    path, key = source.split(":", 1)
+    value = json.loads((ROOT / path).read_text())
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        value = value[int(part[1:-1])] if part.startswith("[") else value[part]
+    return float(value)
 
 
 def card_seconds(model: str, per_prompt: bool = False) -> float:
@@ -138,12 +156,15 @@ def main(argv: list[str] | None = None) -> None:
     measured = []
     for c in CLAIMS:
         where = (f"harness/checkpoints/{c.checkpoint}/train_stats.json (train_wall_s)" if c.checkpoint else
+                 c.bench if c.bench else
                  f"results/{c.runs}/runs.csv (wall_s of trained runs on {c.span}, fastest-slowest)" if c.span else
                  f"results/{c.runs}/runs.csv (sum of wall_s)" if c.runs else
                  f"results/models/{c.card}/base_scores.json (arithmetic wall_s{' / prompts' if c.per_prompt else ''})"
                  if c.card else _show(c.cmd))
         if a.list:
             print(f"{c.file}: {c.text!r}  <-  {where}")
+        elif c.bench:
+            print(f"{c.file}: {c.text!r}  ->  {bench_seconds(c.bench):.2f} s  [{where}]", flush=True)
         elif c.checkpoint:
             print(f"{c.file}: {c.text!r}  ->  {checkpoint_seconds(c.checkpoint):.1f} s  [{where}]", flush=True)
         elif c.span:
