@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.tools.times import CLAIMS, ROOT, bench_seconds, card_seconds, checkpoint_seconds, runs_minutes, span_seconds
+from harness.tools.times import CLAIMS, ROOT, card_seconds, json_seconds, runs_minutes, span_seconds
 
 TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes|h|hours?)\b")
 
@@ -12,7 +12,7 @@ TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.text[:40])
 def test_every_claim_is_in_its_file(claim):
     assert claim.text in (ROOT / claim.file).read_text(), f"{claim.file} no longer says {claim.text!r}"
-    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) + bool(claim.checkpoint) + bool(claim.bench) == 1, \
+    assert bool(claim.cmd) + bool(claim.runs) + bool(claim.card) + bool(claim.json_key) == 1, \
         "one source per claim"
     assert not claim.span or claim.runs, "a span is of a runs.csv"
 
@@ -30,19 +30,15 @@ def test_stated_ranges_are_what_the_rows_hold():
     assert tuple(round(x) for x in span_seconds("numerics_cpu", "*")) == (506, 824)
 
 
-@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.bench], ids=lambda c: c.text[:40])
-def test_bench_figures_match_their_json(claim):
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if c.json_key], ids=lambda c: c.text[:40])
+def test_json_figures_match_their_file(claim):
     stated = re.search(r"(\d+(?:\.\d+)?) s\b", claim.text).group(1)
     decimals = len(stated.split(".")[1]) if "." in stated else 0
-    assert round(bench_seconds(claim.bench), decimals) == float(stated), (claim.text, bench_seconds(claim.bench))
+    assert round(json_seconds(claim.json_key), decimals) == float(stated), (claim.text, json_seconds(claim.json_key))
 
 
-@pytest.mark.parametrize("claim", [c for c in CLAIMS if (c.runs and not c.span) or c.card or c.checkpoint],
-                         ids=lambda c: c.text[:40])
+@pytest.mark.parametrize("claim", [c for c in CLAIMS if (c.runs and not c.span) or c.card], ids=lambda c: c.text[:40])
 def test_backed_figures_match_their_files(claim):
-    if claim.checkpoint:
-        assert round(checkpoint_seconds(claim.checkpoint)) == float(re.search(r"(\d+) s\b", claim.text).group(1))
-        return
     stated = float(re.search(r"(\d+(?:\.\d+)?) (?:min(?:utes)?|s)\b", claim.text).group(1))
     actual = runs_minutes(claim.runs) if claim.runs else card_seconds(claim.card, claim.per_prompt)
     assert round(actual) == stated, f"{claim.text!r}: the committed file gives {actual:.1f}"

@@ -29,7 +29,8 @@ class PayloadError(ValueError):
     """A payload that is not the shape this module writes; the message names the payload and the key."""
 
 
-def _number(v) -> bool:
+def is_number(v) -> bool:
+    """An int or float that is not a bool (JSON's true is not a count)."""
     return isinstance(v, _NUMBER) and not isinstance(v, bool)
 
 
@@ -68,7 +69,7 @@ class BudgetSummary:
         # every schema wrote these keys or a subset of them (executed_flops came later): unknown ones fail always
         _keys_problem("budget", d, names if version >= TYPED_SINCE else (), names)
         for k in names if version >= TYPED_SINCE else ():
-            ok = isinstance(d[k], str) if k == "kind" else _number(d[k]) or (k == "executed_flops" and d[k] is None)
+            ok = isinstance(d[k], str) if k == "kind" else is_number(d[k]) or (k == "executed_flops" and d[k] is None)
             if not ok:
                 raise PayloadError(f"budget.{k} is {d[k]!r:.40}, not a {'name' if k == 'kind' else 'number'}")
         return cls(**{k: d.get(k) for k in names})
@@ -161,7 +162,7 @@ class TrainSummary:
         if version >= TYPED_SINCE and declared is not None:
             always, sometimes = (tuple(k) for k in declared)
             _keys_problem(f"train ({method}'s summary)", d, COMMON + always, COMMON + always + sometimes)
-            bad = [k for k in COMMON if not _number(d[k])]
+            bad = [k for k in COMMON if not is_number(d[k])]
             if bad:
                 raise PayloadError(f"train.{bad[0]} is {d[bad[0]]!r:.40}, not a number")
         return cls(**{k: v for k, v in d.items() if k in _FIELDS},

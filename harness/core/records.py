@@ -36,8 +36,8 @@ from pathlib import Path
 
 from harness.core import paths
 from harness.core.atomic import write_json_atomic
-from harness.core.payloads import (TYPED_SINCE, BudgetSummary, PayloadError, TrainSummary, metrics_dict, read_budget,
-                                   read_metrics, read_train)
+from harness.core.payloads import (TYPED_SINCE, BudgetSummary, PayloadError, TrainSummary, is_number, metrics_dict,
+                                   read_budget, read_metrics, read_train)
 
 SCHEMA_VERSION = TYPED_SINCE
 READABLE_SCHEMAS = (1, 2, 3)
@@ -222,16 +222,13 @@ class RecordError(ValueError):
     """A record or experiment file that is not the shape this code writes; the message names the file."""
 
 
-_NUMBER = (int, float)
-
-
 def _named_problem(named, where: str) -> str | None:
     """None when `named` is metric -> {mean, ci_low, ci_high} (numbers or null), else what is wrong."""
     if not isinstance(named, dict):
         return f"{where} is {named!r:.60}, not a mapping of metrics"
     for name, m in named.items():
         bad = [k for k in ("mean", "ci_low", "ci_high") if not isinstance(m, dict) or k not in m
-               or not (m[k] is None or (isinstance(m[k], _NUMBER) and not isinstance(m[k], bool)))]
+               or not (m[k] is None or is_number(m[k]))]
         if bad:
             return f"{where}.{name} is {m!r:.80}, not {{mean, ci_low, ci_high}} numbers"
     return None

@@ -13,8 +13,9 @@ in a scratch folder (the test suites in the checkout), with the 1-minute load av
 started: on the 2 shared cores here the same command takes 2-5x longer under load, so a figure
 without its load means little. An experiment's run time is the sum of `wall_s` over the
 `runs.csv` of its committed results folder, or the fastest-slowest of its trained runs (a model
-card's, its `base_scores.json`; a shipped checkpoint's training, its `train_stats.json`): what its runs
-took, whatever else ran beside them, and it can be recomputed from the repository alone
+card's, its `base_scores.json`; any other figure, a key of a committed JSON such as a checkpoint's
+`train_stats.json` or a GPU bench's): what its runs took, whatever else ran beside them, and it can
+be recomputed from the repository alone
 (tests/test_times.py does, and checks that each stated text is still in its file, so a figure cannot
 be edited without its claim here).
 """
@@ -36,6 +37,13 @@ from harness.tools.bench_cli import run_timed
 ROOT = Path(__file__).resolve().parents[2]
 H = [sys.executable, "-m", "harness"]
 H200 = "results/bench/gpu_check_quick_h200.json"  # python -m harness.tools.gpu_check --quick, one H200
+
+
+def trained(checkpoint: str) -> str:
+    """The json_key of a shipped checkpoint's training time (its train_stats.json, written when it was made)."""
+    return f"harness/checkpoints/{checkpoint}/train_stats.json:train_wall_s"
+
+
 REAL = ["model=smollm2-135m-instruct", "task=arithmetic", "method=base", "eval=quick"]
 
 
@@ -46,9 +54,8 @@ class Claim:
     cmd: tuple[str, ...] = ()      # measured by running this (python -m ...), or
     runs: str = ""                 # summed from results/<runs>/runs.csv (minutes), or
     card: str = ""                 # a model card's arithmetic wall_s (results/models/<card>/base_scores.json), or
-    checkpoint: str = ""           # a shipped checkpoint's training time (harness/checkpoints/<x>/train_stats.json)
     span: str = ""                 # with `runs`: the fastest-slowest trained run on this model ("" any), as "a-b"
-    bench: str = ""                # a committed bench JSON's seconds: "results/bench/<file>.json:dotted.key[0]"
+    json_key: str = ""             # seconds at a key of a committed JSON: "results/bench/<file>.json:a.b[0]"
     per_prompt: bool = False       # the card's seconds per prompt instead
     slow: bool = False             # only with --all
     in_repo: bool = False          # run in the checkout (the test suites), not a scratch folder
@@ -80,22 +87,22 @@ CLAIMS = [
     Claim("README.md", "| CPU, 85 s |", cmd=(*H, "experiment=smoke")),
     Claim("docs/architecture.md", "0.1 s on 2 cores at load 1, 0.4-0.6 s on busy ones", cmd=(*H, "metod=es")),
     Claim("docs/architecture.md", "are reported before torch loads (0.4 s", cmd=(*H, "method=es", "method.sigma=-1")),
-    Claim("docs/architecture.md", "1500 steps x 256, 169 s", checkpoint="zoo-100k"),
-    Claim("docs/architecture.md", "1000 steps x 256, 719 s", checkpoint="zoo-1m"),
-    Claim("docs/architecture.md", "400 steps x 128, 421 s", checkpoint="zoo-4m"),
-    *(Claim("docs/results/scale_ladder_cpu.md", f"| {s} s |", checkpoint=f"ladder-{m}")
+    Claim("docs/architecture.md", "1500 steps x 256, 169 s", json_key=trained("zoo-100k")),
+    Claim("docs/architecture.md", "1000 steps x 256, 719 s", json_key=trained("zoo-1m")),
+    Claim("docs/architecture.md", "400 steps x 128, 421 s", json_key=trained("zoo-4m")),
+    *(Claim("docs/results/scale_ladder_cpu.md", f"| {s} s |", json_key=trained(f"ladder-{m}"))
       for m, s in (("40k", 313), ("100k", 527), ("300k", 817), ("750k", 1021), ("1.5m", 1889))),
     Claim("docs/results/es_variants_cpu.md", "was 101-274 s at 0.1M", runs="es_variants_cpu", span="ladder-100k"),
     Claim("docs/results/es_variants_cpu.md", "and 136-411 s at 0.3M", runs="es_variants_cpu", span="ladder-300k"),
     Claim("docs/results/numerics_cpu.md", "nine ES runs, 8-14 minutes each", runs="numerics_cpu", span="*"),
     Claim("docs/results/placebo_real_cpu.md", "63-77 minutes per trained", runs="placebo_real_cpu_pilot", span="*"),
     Claim("docs/results/population_cpu.md", "30 runs, all ok, 127 minutes of run", runs="population_cpu"),
-    Claim("docs/gpus.md", "(driver 580.159.04), 399 s", bench=f"{H200}:elapsed_s"),
-    Claim("docs/gpus.md", "64.0 s of the", bench=f"{H200}:sections.es-hf.split_s.generate"),
-    Claim("docs/gpus.md", "of the 64.3 s iteration", bench=f"{H200}:sections.es-hf.wall_s"),
-    Claim("docs/gpus.md", "the update 0.17 s", bench=f"{H200}:sections.es-hf.split_s.update"),
-    Claim("docs/gpus.md", "steps took 31.2 s", bench=f"{H200}:sections.grpo.step_s[0]"),
-    Claim("docs/gpus.md", "(the first) and 11.0 s", bench=f"{H200}:sections.grpo.step_s[1]"),
+    Claim("docs/gpus.md", "(driver 580.159.04), 399 s", json_key=f"{H200}:elapsed_s"),
+    Claim("docs/gpus.md", "64.0 s of the", json_key=f"{H200}:sections.es-hf.split_s.generate"),
+    Claim("docs/gpus.md", "of the 64.3 s iteration", json_key=f"{H200}:sections.es-hf.wall_s"),
+    Claim("docs/gpus.md", "the update 0.17 s", json_key=f"{H200}:sections.es-hf.split_s.update"),
+    Claim("docs/gpus.md", "steps took 31.2 s", json_key=f"{H200}:sections.grpo.step_s[0]"),
+    Claim("docs/gpus.md", "(the first) and 11.0 s", json_key=f"{H200}:sections.grpo.step_s[1]"),
     Claim("docs/gpus.md", "(`tests/test_gpu_check.py`, about 3 min)",
           cmd=(sys.executable, "-m", "pytest", "-q", "tests/test_gpu_check.py"), slow=True, in_repo=True),
 ]
@@ -107,11 +114,6 @@ def runs_minutes(folder: str) -> float:
         return sum(float(r["wall_s"]) for r in csv.DictReader(f) if r.get("wall_s") not in (None, "", "nan")) / 60
 
 
-def checkpoint_seconds(name: str) -> float:
-    """Seconds a shipped checkpoint took to train (its train_stats.json, written when it was made)."""
-    return float(json.loads((ROOT / "harness" / "checkpoints" / name / "train_stats.json").read_text())["train_wall_s"])
-
-
 def span_seconds(folder: str, model: str) -> tuple[float, float]:
     """(fastest, slowest) wall_s of the trained runs (method other than base) in results/<folder>/runs.csv on
     `model` ("*": every model)."""
@@ -121,8 +123,8 @@ def span_seconds(folder: str, model: str) -> tuple[float, float]:
     return min(walls), max(walls)
 
 
-def bench_seconds(source: str) -> float:
-    """Seconds at `key` of a committed bench JSON ("path.json:a.b[0]")."""
+def json_seconds(source: str) -> float:
+    """Seconds at `key` of a committed JSON ("path.json:a.b[0]")."""
     path, key = source.split(":", 1)
     value = json.loads((ROOT / path).read_text())
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
@@ -155,18 +157,15 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     measured = []
     for c in CLAIMS:
-        where = (f"harness/checkpoints/{c.checkpoint}/train_stats.json (train_wall_s)" if c.checkpoint else
-                 c.bench if c.bench else
+        where = (c.json_key if c.json_key else
                  f"results/{c.runs}/runs.csv (wall_s of trained runs on {c.span}, fastest-slowest)" if c.span else
                  f"results/{c.runs}/runs.csv (sum of wall_s)" if c.runs else
                  f"results/models/{c.card}/base_scores.json (arithmetic wall_s{' / prompts' if c.per_prompt else ''})"
                  if c.card else _show(c.cmd))
         if a.list:
             print(f"{c.file}: {c.text!r}  <-  {where}")
-        elif c.bench:
-            print(f"{c.file}: {c.text!r}  ->  {bench_seconds(c.bench):.2f} s  [{where}]", flush=True)
-        elif c.checkpoint:
-            print(f"{c.file}: {c.text!r}  ->  {checkpoint_seconds(c.checkpoint):.1f} s  [{where}]", flush=True)
+        elif c.json_key:
+            print(f"{c.file}: {c.text!r}  ->  {json_seconds(c.json_key):.2f} s  [{where}]", flush=True)
         elif c.span:
             lo, hi = span_seconds(c.runs, c.span)
             print(f"{c.file}: {c.text!r}  ->  {lo:.0f}-{hi:.0f} s ({lo / 60:.1f}-{hi / 60:.1f} min)  [{where}]", flush=True)

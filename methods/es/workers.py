@@ -281,8 +281,11 @@ class RayPool:
         actor = ray.remote(**opts)(ESWorker).options(runtime_env={"env_vars": env})
         self.ray = ray
         self.workers = [actor.remote(r, engine_cfg, task, None, spec, threads, None, numerics) for r in range(k)]
-        self.size = k
         self.info = self._get([w.ready.remote() for w in self.workers], "starting")
+
+    @property
+    def size(self) -> int:
+        return len(self.workers)
 
     def _get(self, refs, what: str, ranks: list[int] | None = None):
         try:
