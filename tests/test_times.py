@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from harness.tools.times import CLAIMS, ROOT, card_seconds, json_seconds, runs_minutes, span_seconds
+from harness.tools.times import CLAIMS, ROOT, STATED, card_seconds, json_seconds, runs_minutes, span_seconds
 
 TIME = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?(?:s|min|minutes|h|hours?)\b")
 
@@ -44,13 +44,22 @@ def test_backed_figures_match_their_files(claim):
     assert round(actual) == stated, f"{claim.text!r}: the committed file gives {actual:.1f}"
 
 
-def test_every_time_the_readme_states_is_claimed():
-    text = (ROOT / "README.md").read_text()
-    spans = [(m.start(), m.start() + len(c.text)) for c in CLAIMS if c.file == "README.md"
+@pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_time_the_readme_and_docs_state_is_claimed(path):
+    """Each time figure is a claim with its measurement, or a stated limit, estimate, price or pre-fix figure."""
+    rel, text = str(path.relative_to(ROOT)), path.read_text()
+    spans = [(m.start(), m.start() + len(c.text)) for c in [*CLAIMS, *STATED] if c.file == rel
              for m in re.finditer(re.escape(c.text), text)]
     loose = [m.group(0) + " in: " + text[max(0, m.start() - 40):m.end()].replace("\n", " ")
              for m in TIME.finditer(text) if not any(a <= m.start() and m.end() <= b for a, b in spans)]
-    assert not loose, "times the README states with no claim in harness/tools/times.py:\n" + "\n".join(loose)
+    assert not loose, f"times {rel} states with no claim in harness/tools/times.py:\n" + "\n".join(loose)
+
+
+@pytest.mark.parametrize("stated", STATED, ids=lambda s: s.text[:40])
+def test_every_unmeasured_time_is_in_its_file_with_a_reason(stated):
+    assert stated.text in (ROOT / stated.file).read_text(), f"{stated.file} no longer says {stated.text!r}"
+    assert stated.kind in ("limit", "estimate", "before", "price")
 
 
 def test_runs_minutes_sums_wall_seconds():

