@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from harness.core.atomic import write_text_atomic
+from harness.core.method_facts import ES, family_of
 from harness.reporting.stats import range_multiple
 
 MARK = "## NOTE-076's claims about ES's update (from analysis.json)"
@@ -41,7 +42,7 @@ SPARSE = (0.776, 0.930)     # C5: "77.6-93.0% of nonzero updates"
 def _cells(runs: list[dict]) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = {}
     for r in runs:
-        if r.get("method") == "es":
+        if family_of(str(r.get("method")), None) == ES:  # the method's declared family, by its config's name
             out.setdefault((r["model"], r["label"]), []).append(r)
     return out
 
