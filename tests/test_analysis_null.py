@@ -136,3 +136,17 @@ def test_antithetic_constant_matches_es_update():
         es_update(x, [rng.getrandbits(31) for _ in range(n // 2)], coefs, 1.0, n=n)
         var.append(float((x[0] - before).pow(2).mean()))
     assert sum(var) / len(var) == pytest.approx(1 / (n - 1), rel=0.06)
+
+
+def test_drift_ratios_pair_cells_and_never_pool_a_grid():
+    """By hand: ES seeds 0.10 and 0.14 (mean 0.12) over GRPO lr 1e-6 (0.004) = 30x, over lr 1e-5 (0.012) = 10x;
+    a pooled GRPO mean (0.008, 15x) is not reported; base has no family ratio; the placebo is an ES cell."""
+    from harness.analysis.report import drift_ratios
+
+    def run(method, label, d):
+        return {"model": "m", "method": method, "label": label, "drift": {"whole": d}}
+    got = drift_ratios([run("es", "ES", 0.10), run("es", "ES", 0.14), run("grpo", "GRPO lr=1e-6", 0.004),
+                        run("grpo", "GRPO lr=1e-5", 0.012), run("base", "Original", 0.0)])
+    assert [(p["es"], p["rl"], round(p["ratio"], 6)) for p in got["m"]] == [("ES", "GRPO lr=1e-6", 30.0),
+                                                                          ("ES", "GRPO lr=1e-5", 10.0)]
+    assert drift_ratios([run("es", "ES", 0.1)]) == {}

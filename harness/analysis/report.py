@@ -25,6 +25,7 @@ from harness.analysis.sparsity import (fraction_below, member_step, sparsity_cur
                                        thresholds, zeroable_at)
 from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
 from harness.core.atomic import write_json_atomic, write_text_atomic
+from harness.core.method_facts import ES, RL, family_of
 from harness.core.policy import load_policy
 from harness.core.records import RECORD_NAME, read_records
 from harness.reporting.aggregate import plan_of
@@ -202,15 +203,21 @@ def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) ->
 
 
 def drift_ratios(runs: list[dict]) -> dict:
-    """ES / GRPO whole-model drift per model (means over the analysed runs of each)."""
-    out = {}
+    """Whole-model drift of each ES-family cell over each RL cell, per model: {model: [{es, es_drift, rl, rl_drift,
+    ratio}]}, each side the mean over that cell's analysed seeds. Per pair of cells, never pooled: an RL grid's
+    points differ in drift by their learning rate, and a mean over them would match none of them."""
+    out: dict[str, list[dict]] = {}
     for model in dict.fromkeys(r["model"] for r in runs):
-        mean = {}
-        for method in ("es", "grpo"):
-            v = [r["drift"]["whole"] for r in runs if r["model"] == model and r["method"] == method]
-            mean[method] = sum(v) / len(v) if v else None
-        if mean["es"] is not None and mean["grpo"]:
-            out[model] = {"es": mean["es"], "grpo": mean["grpo"], "ratio": mean["es"] / mean["grpo"]}
+        cells: dict[str, dict[str, list[float]]] = {ES: {}, RL: {}}
+        for r in runs:
+            fam = family_of(str(r["method"]), None)
+            if r["model"] == model and fam in cells:
+                cells[fam].setdefault(r["label"], []).append(r["drift"]["whole"])
+        mean = {f: {k: sum(v) / len(v) for k, v in c.items()} for f, c in cells.items()}
+        pairs = [{"es": e, "es_drift": x, "rl": g, "rl_drift": y, "ratio": x / y}
+                 for e, x in mean[ES].items() for g, y in mean[RL].items() if y]
+        if pairs:
+            out[model] = pairs
     return out
 
 
@@ -248,8 +255,11 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
                        *(_vs(gs[g]["drift"], nd.get(g)) if g in gs else "-" for g in present),
                        _verdict(nl, "drift", nd)]))
     if s["ratios"]:
-        L += ["", "ES / GRPO whole-model drift (paper: 41x on Qwen2.5-1.5B-Instruct, 44x on Llama-3.2-3B-Instruct):", ""]
-        L += [f"- {m}: ES {_g(v['es'])} / GRPO {_g(v['grpo'])} = {v['ratio']:.1f}x" for m, v in s["ratios"].items()]
+        L += ["", "ES / RL whole-model drift per pair of cells, each the mean over its seeds (paper, ES / GRPO: 41x on "
+              "Qwen2.5-1.5B-Instruct, 44x on Llama-3.2-3B-Instruct). ES's side is the size of its walk, alpha sqrt(T/N) "
+              "per coordinate, learned or not; the RL side scales with the learning rate:", ""]
+        L += [f"- {m}: {p['es']} {_g(p['es_drift'])} / {p['rl']} {_g(p['rl_drift'])} = {p['ratio']:.1f}x"
+              for m, pairs in s["ratios"].items() for p in pairs]
     for key, nkey, title in (("top_k_counts", "top_k", f"the top {cfg.top_k}"),
                              ("top_fraction_counts", "top_fraction", f"the top {cfg.top_fraction:.1%}")):
         L += ["", f"## Localisation: groups among {title} largest |delta| coordinates\n",
