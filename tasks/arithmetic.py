@@ -9,7 +9,12 @@ for every size. A problem is `a op b` with operands of `digits` digits and op dr
 Problems are generated from a seed; a problem's split is a hash of (a, op, b), so train, validation
 and test never share a problem, at every setting. All three splits are generated, and their sizes
 checked, when the task is built. Scoring: the last integer in the completion equals the answer;
-extract_answer is that integer, for maj@k. Reward is 1 or 0. An integer may carry thousands
+extract_answer is that integer, for maj@k. Reward is 1 or 0.
+
+A fresh test split: `test_seed=S` draws the test problems from seed S instead, skipping every test
+problem of seed `seed` (all 500, so every earlier run's test split at any n_eval), while train and
+validation stay seed `seed`'s. A confirmation reruns a design unchanged on problems no earlier run
+was scored on (conf/experiment/placebo_real_confirm.yaml). An integer may carry thousands
 separators, commas in groups of three ("1,024"); any other run of digits and commas ("8,5",
 "1,2,3,4") is not a number, and when it comes last the completion has no answer. A Unicode minus or
 dash before the digits is a minus sign ("−12" is -12). A hedge ("84 or 85") is no answer.
@@ -51,13 +56,15 @@ class Arithmetic:
         n_train: use at most this many training problems (None = all 5,000).
         max_new_tokens: completion length for evaluation and training.
         seed: generator seed.
+        test_seed: draw the test split from this seed, disjoint from seed `seed`'s full test split
+            (None: seed `seed`'s own).
         version: bump when scores change.
     """
 
     name = "arithmetic"
 
     def __init__(self, digits: int = 2, ops: str = "+-", n_eval: int | None = 500, n_train: int | None = None,
-                 max_new_tokens: int = 16, seed: int = 0, version: int = 1):
+                 max_new_tokens: int = 16, seed: int = 0, test_seed: int | None = None, version: int = 1):
         if not (isinstance(digits, int) and 1 <= digits <= 6):
             raise TaskDataError(f"task.digits={digits!r} is unsupported; use an integer from 1 to 6")
         if not ops or not isinstance(ops, str) or set(ops) - set(OPS) or len(set(ops)) != len(ops):
@@ -68,12 +75,18 @@ class Arithmetic:
         check_count("n_eval", n_eval)
         check_count("n_train", n_train)
         self.digits, self.ops, self.n_eval, self.n_train = digits, ops, n_eval, n_train
-        self.max_new_tokens, self.seed, self.version = max_new_tokens, seed, version
+        if test_seed is not None and (not isinstance(test_seed, int) or test_seed == seed):
+            raise TaskDataError(f"task.test_seed={test_seed!r} must be an integer other than task.seed={seed} "
+                                "(null: the seed's own test split)")
+        self.max_new_tokens, self.seed, self.test_seed, self.version = max_new_tokens, seed, test_seed, version
         self._rows = {}  # every split now, so a setting too small for its counts fails at build
         for split in ("test", "validation", "train"):
             size = SPLITS[split]
             cap = self.n_train if split == "train" else self.n_eval
             self._rows[split] = self.problems(split, min(cap or size, size))
+        if test_seed is not None:
+            earlier = {(r["a"], r["op"], r["b"]) for r in self.problems("test", SPLITS["test"])}
+            self._rows["test"] = self.problems("test", len(self._rows["test"]), seed=test_seed, exclude=earlier)
 
     def load(self, split: str) -> datasets.Dataset:
         """Rows with `prompt`, `a`, `op`, `b`, `answer`."""
@@ -81,15 +94,17 @@ class Arithmetic:
             raise TaskDataError(f"split {split!r} is unknown; use train, validation or test")
         return datasets.Dataset.from_list(self._rows[split])
 
-    def problems(self, split: str, count: int) -> list[dict]:
-        """`count` distinct problems of `split`, deterministic in (digits, ops, seed, split)."""
+    def problems(self, split: str, count: int, seed: int | None = None, exclude: set = frozenset()) -> list[dict]:
+        """`count` distinct problems of `split` not in `exclude`, deterministic in (digits, ops, seed, split)."""
+        seed = self.seed if seed is None else seed
         lo, hi = (0 if self.digits == 1 else 10 ** (self.digits - 1)), 10 ** self.digits - 1
-        rng = random.Random(f"arithmetic-{self.digits}-{self.ops}-{self.seed}-{split}")
+        rng = random.Random(f"arithmetic-{self.digits}-{self.ops}-{seed}-{split}")
         space = (hi - lo + 1) ** 2 * len(self.ops)
-        if count > space * (0.8 if split == "train" else 0.1) / 2:  # the split's share of the space, at most half of it
+        # the split's share of the space, at most half of it (three quarters with an earlier split excluded)
+        if count + len(exclude) > space * (0.8 if split == "train" else 0.1) * (0.75 if exclude else 0.5):
             raise TaskDataError(f"task.digits={self.digits} task.ops={self.ops!r} has {space} problems, too few for "
                                 f"{count} {split} problems; use more digits or operators, or a smaller n_eval/n_train")
-        seen, rows = set(), []
+        seen, rows = set(exclude), []
         while len(rows) < count:
             a, op, b = rng.randint(lo, hi), rng.choice(self.ops), rng.randint(lo, hi)
             if (a, op, b) in seen or split_of(a, op, b) != split:

@@ -122,6 +122,7 @@ class Record:
     run_index: int | None = None
     run_key: str | None = None
     experiment_stamp: str | None = None
+    declared: dict | None = None                    # the experiment's primary endpoints and the commit that declared them
     config: dict = field(default_factory=dict)
     started_at: float = 0.0
     pid: int | None = None

@@ -26,8 +26,11 @@ import pandas as pd
 
 from harness.core.errors import ConfigError
 
-PRIMARY_KEYS = {"a", "b", "metric", "direction"}
+PRIMARY_KEYS = {"a", "b", "metric", "direction", "test"}
 DIRECTIONS = ("greater", "less", "any")
+# test: how the primary row is decided. seed_t: a t test over the per-seed paired differences (each seed's
+# A minus B on the metric, averaged over prompts), one-sided at 0.05 when a direction is declared.
+TESTS = ("seed_t",)
 # metrics a primary endpoint may name before any run exists: the evaluation's, and any summary metric
 FIXED_METRICS = ("greedy_acc", "mean_reward", "mean_length", "kl_to_base")
 PASS_OR_MAJ = re.compile(r"^(pass|maj)@\d+$")
@@ -40,6 +43,7 @@ class Primary:
     b: str
     metric: str
     direction: str = "any"
+    test: str | None = None
 
     def matches(self, comparison: str, metric: str) -> bool:
         """Whether a comparisons row (its "A vs B" text and metric) is this endpoint."""
@@ -99,7 +103,10 @@ def declarations(cfg, check: bool = True) -> Declarations:
                               f"{', '.join(sorted(_metrics(cfg)))}")
         if direction not in DIRECTIONS:
             raise ConfigError(f"{where}.direction={direction!r} is unknown; use one of {', '.join(DIRECTIONS)}")
-        out.append(Primary(str(p["a"]), str(p["b"]), metric, direction))
+        test = p.get("test")
+        if test is not None and str(test) not in TESTS:
+            raise ConfigError(f"{where}.test={test!r} is unknown; use one of {', '.join(TESTS)} (or leave it out)")
+        out.append(Primary(str(p["a"]), str(p["b"]), metric, direction, None if test is None else str(test)))
     exploratory = {}
     for c in list(cfg.get("cells") or []) + list(cfg.get("grids") or []):
         tag = c.get("exploratory")

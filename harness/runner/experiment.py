@@ -47,6 +47,7 @@ from harness.core.locks import folder_lock
 from harness.core.paths import CONF_DIR
 from harness.core.records import (RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions,
                                    write_manifest)
+from harness.runner.declared import check_unchanged, declaration
 from harness.runner.schema import CONTROL_KEYS, ConfigError, point_label, slug, validate
 
 # torch, the methods, the tables and the analysis load inside the functions that use them, after every
@@ -167,7 +168,7 @@ def endpoints_of(cfg: DictConfig) -> dict:
     """The file's declared primary endpoints and exploratory arms, for the manifest (reporting/endpoints.py)."""
     from harness.reporting.endpoints import declarations
     d = declarations(cfg)
-    return {"primary": [vars(p) for p in d.primary] or None, "exploratory": d.exploratory}
+    return {"primary": [{k: v for k, v in vars(p).items() if v is not None} for p in d.primary] or None, "exploratory": d.exploratory}
 
 
 _SAME = ("model", "task", "method", "budget", "eval", "seed", "eval_splits")
@@ -399,18 +400,24 @@ def run_experiment(cfg: DictConfig) -> int:
     children = compose_runs(todo, cli)
     if cfg.get("dry_run"):  # every config composed and checked as above; the methods are built when it runs
         print_runs(cfg, runs)
+        d = declaration(HydraConfig.get().runtime.choices.get("experiment"))
+        if d:
+            print(f"primary endpoints declared in commit {d['commit'] or 'none (not committed as it reads)'}"
+                  + (f" of {d['date']}" if d["date"] else ""))
         return 0
     root = experiment_root(cfg)
+    declared = declaration(HydraConfig.get().runtime.choices.get("experiment"))
+    check_unchanged(root, declared)
     main = int(os.environ.get("RANK", "0")) == 0  # rl: rank 0 of a launch holds it (no torch import to ask)
     lock = (folder_lock(root, "the experiment folder", shared=cfg.get("run_index") is not None)
             if main and not cfg.get("child_run") else contextlib.nullcontext())
     with lock:
         bind_methods(todo, children)
-        return _run_selected(cfg, runs, todo, children, cli, root)
+        return _run_selected(cfg, runs, todo, children, cli, root, declared)
 
 
 def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun], children: dict, cli: list[str],
-                  root: Path) -> int:
+                  root: Path, declared: dict | None = None) -> int:
     from harness.core.distributed import is_main_process, world_size
     from harness.reporting.report import write_report
     from harness.runner.run import run_one
@@ -434,7 +441,8 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
             continue
         print(head, flush=True)
         meta = {"label": r.label, "cell": r.cell, "column": r.column, "grid": r.grid, "point": r.point,
-                "model_key": r.model, "run_index": r.index, "run_key": r.key, "experiment_stamp": str(cfg.stamp)}
+                "model_key": r.model, "run_index": r.index, "run_key": r.key, "experiment_stamp": str(cfg.stamp),
+                "declared": declared}
         try:
             run_one(children[r.index], run_dir, meta)
         except Exception as e:  # noqa: BLE001 - one bad run must not take the others down; its record says why
