@@ -6,7 +6,7 @@
 One optimizer step = `prompts_per_step` training prompts x `num_generations` sampled completions,
 scored by `task.reward`, group-normalised advantages, one clipped policy-gradient update per
 `num_iterations`. Prompts go through `policy.format` first, so chat templates apply exactly as at
-evaluation time.
+evaluation time, and TRL tokenises them to evaluation's ids (methods/trl_prompts.py).
 
 Compute accounting. A wrapper around the task's reward records, for every completion TRL scored,
 the prompt's token count (the prompt string re-tokenised with the same call TRL makes,
@@ -73,8 +73,9 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
   so memory is bounded whatever the group size; same update, same FLOPs (`micro_batches`).
 - Gradient checkpointing, when enabled, recomputes forwards that are not charged (the cost model
   counts a training step as 3 x forward).
-- Llama-style tokenizers add BOS when TRL tokenises an already chat-formatted prompt, so such
-  prompts carry a second BOS during training (a warning is logged); the counted tokens include it.
+- Prompts: TRL tokenises text prompts with special tokens, so a tokenizer that adds BOS (Llama, Gemma) is handed
+  the formatted prompt less its leading BOS text, which TRL's call adds back: every training prompt's ids equal
+  evaluation's, checked at load (methods/trl_prompts.py; one BOS, as ES, PPO and evaluation use).
 """
 from __future__ import annotations
 
@@ -102,6 +103,7 @@ from methods.grpo_config import (GRPO_FACTS, LOSS_TYPES, GRPOMethodConfig, grpo_
                                  micro_batches)
 from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
 from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
+from methods.trl_prompts import trl_text_prompts
 from tasks.base import Task
 
 log = logging.getLogger(__name__)
@@ -209,13 +211,6 @@ def _request_save(control, state) -> None:
     control.should_save = True  # TRL saves after logging the step; LedgerCallback.on_save adds the ledger
 
 
-def _warn_double_bos(tok, formatted_prompt: str) -> None:
-    ids = tok(text=[formatted_prompt])["input_ids"][0]
-    if tok.bos_token_id is not None and ids[:2] == [tok.bos_token_id] * 2:
-        log.warning("TRL's prompt tokenisation adds a BOS to a chat-formatted prompt that already has one; "
-                    "training prompts carry two BOS tokens (counted in the FLOPs)")
-
-
 class GRPO(ConfiguredMethod):
     """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
 
@@ -233,9 +228,10 @@ class GRPO(ConfiguredMethod):
         check_fsdp("grpo", cfg.peft)  # TRL's own checkpoints save FSDP shards correctly
         model, tok = policy.model, policy.tokenizer
         dataset = task.load("train")
-        prompts = [policy.format(p) for p in dataset["prompt"]]  # chat templates apply, as at evaluation
+        # chat templates apply as at evaluation, less a leading BOS text that TRL's tokenisation adds back:
+        # TRL's prompt ids are evaluation's (methods/trl_prompts.py; raises if a tokenizer defeats that)
+        prompts = trl_text_prompts(tok, [policy.format(p) for p in dataset["prompt"]])
         dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
-        _warn_double_bos(tok, prompts[0])
         recorder = _TokenRecorder(tok)
         reward = recorder.wrap(task.reward, name=task.name)
         lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
