@@ -65,8 +65,9 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
   configuration that cannot fit fails before TRL starts vLLM, in one line with the bytes.
 - Precision: the policy trains in fp32 (the weights are its master: AdamW's steps at lr 1e-6 are far below
   half a bf16 ulp of most weights, and with bf16 weights most would round away), computing under autocast in
-  the model's dtype on a GPU, as TRL itself loads models (fp32 by default); the reference and vLLM stay in
-  the model's dtype, and the trained model is cast back to it for evaluation (`trained_dtype` in the summary).
+  the model's dtype on a GPU, as TRL itself loads models (fp32 by default); the reference is loaded in fp32 too
+  (TRL's default), so the KL is exactly 0 before the first update; vLLM stays in the model's dtype, and the
+  trained model is cast back to it for evaluation (`trained_dtype` in the summary).
   LoRA trains fp32 adapters on the frozen base in the model's dtype.
 - Micro-batches: each device trains on its share of the step in micro-batches of at most
   `micro_batch_size` sequences (null: what fits 8 GiB of estimated activations), gradients accumulated,
@@ -346,11 +347,12 @@ class GRPO(ConfiguredMethod):
         # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
         checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
                          else "gradient_checkpointing")
-        # The reference model is loaded in the model's dtype (TRL's default is float32; TRL warns, wrongly,
-        # that model_init_kwargs is ignored when the model is already built: it is used for the reference).
+        # The reference model (beta > 0, full training) is loaded from init_model by TRL in float32, its default
+        # (trl/trainer/utils.py create_model_from_path), the precision the policy's master trains in: the same
+        # values as the upcast policy, computed the same way (fp32 on CPU, under the same autocast on a GPU), so
+        # the KL is exactly 0 before the first update (a bf16 reference gave 4.8e-5 at step 1 on CPU).
         # Called before train() upcasts the policy, so `dtype` is the model's own (model.dtype in the config).
         dtype = str(policy.model.dtype).removeprefix("torch.")
-        ref_kwargs = {"model_init_kwargs": {"dtype": dtype}} if cfg.beta and dtype != "float32" else {}
         # fp32 compute on the CPU (the policy is upcast, no autocast), the model's dtype under autocast on a GPU
         micro, gas = micro_batches(cfg, policy.model.config, world_size(), longest_prompt, max_completion_length,
                                    4 if on_cpu else dtype_bytes(dtype))
@@ -383,7 +385,7 @@ class GRPO(ConfiguredMethod):
             per_device_train_batch_size=micro, gradient_accumulation_steps=gas,  # steps_per_generation follows it
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
-            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **ref_kwargs,
+            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon,
             **vllm,
         )
 
