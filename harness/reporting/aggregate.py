@@ -5,8 +5,8 @@ Three frames, each built from the one before, none formatted (harness/reporting/
           missing, plus one row per record the plan does not know (never dropped silently); a folder
           of single runs has no plan: each run is then a cell of its own;
 - points: one row per (model, label): the mean over the runs that succeeded. With >= 2 successful
-          seeds the interval is a 95% Student-t interval over seeds; with one run it is that run's
-          bootstrap 95% CI over prompts (the `interval` column says which);
+          runs of >= 2 distinct seeds the interval is a 95% Student-t interval over seeds; with one run
+          it is that run's bootstrap 95% CI over prompts (the `interval` column says which);
 - main:   per model, every fixed cell point, and per RL grid the point with the best *validation*
           mean over seeds of `select_by` (test is never looked at to choose); a grid's row also
           counts the runs of the whole grid (grid_ok, grid_planned, grid_<status>), so a choice made
@@ -23,10 +23,18 @@ where only some seeds had no update, or some skipped more than half, keeps its n
 over every successful seed) and its label says how many ("1 of 3 seeds NO UPDATE"). A grid chooses
 among its points that updated; a point with no update is chosen only when no point updated.
 
-    python -m pytest tests/test_tables.py -q
+A rerun is not a seed. Records of one run identity (the plan's run key; for a record the plan does not
+know: model, task, label, seed and its config less where and when it ran, RUN_PLACE) are one run: the
+latest record (by start time) counts, every earlier one is a `superseded` row of the runs frame that no
+point counts. Unplanned records of one (model, task, label) whose configs differ in more than the seed
+(e.g. two budgets of `method=es`) get the differing keys in their label, so they are never pooled.
+
+    python -m pytest tests/test_tables.py tests/test_reruns.py -q
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -37,19 +45,21 @@ from harness.core.payloads import BudgetSummary, TrainSummary
 from harness.core.records import Manifest, Record, RecordError, read_manifest, read_records
 from harness.reporting.format import isnan, metric_order
 
-# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (no scipy dependency for 30 numbers).
-_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042]
 # Row states other than ok, worst first: a row with no successful run shows the first that applies.
 NOT_OK = ("failed", "interrupted", "running", "missing")
 NO_UPDATE = "no update"  # a point's status when every successful run of it skipped every update
 SKIP_SHARE_SHOWN = 0.5   # a run that skipped more than this share of its iterations shows the share
 IDENTITY = ["model", "cell", "column", "label", "grid", "method"]
+SUPERSEDED = "superseded"  # a run's record replaced by a later record of the same run: listed, never counted
+# config keys that say where and when a run ran, not what it ran: a rerun differing only here is the same run
+RUN_PLACE = frozenset({"stamp", "results_dir", "runs_dir", "group", "logger", "label"})
+SHOWN_KEYS = 3  # at most this many differing config keys in a label
 
 
 def t975(df: int) -> float:
-    return _T975[df - 1] if df <= len(_T975) else 1.96
+    """The 95% Student-t multiplier at df degrees of freedom (scipy.stats.t)."""
+    from harness.reporting.stats import t_quantile
+    return t_quantile(0.975, df)
 
 
 def load(root: Path) -> tuple[Manifest | None, list[Record], list[str]]:
@@ -77,6 +87,57 @@ def _identity_of_record(rec: Record) -> dict:
     return {"index": rec.run_index, "model": rec.model_key or rec.model or "?", "seed": rec.seed,
             "cell": rec.cell or rec.grid or label, "column": rec.column or rec.grid or label, "label": label,
             "grid": rec.grid, "point": rec.point or {}, "method": rec.method, "key": rec.run_key}
+
+
+def task_name(rec: Record) -> str:
+    """The task's class name ("Arithmetic" from tasks.arithmetic.Arithmetic); "?" when unrecorded."""
+    return (rec.task or "").rsplit(".", 1)[-1] or "?"
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    """{"budget.flops": 4e12, ...}: nested config keys joined with dots."""
+    out = {}
+    for key, val in d.items():
+        name = f"{prefix}{key}"
+        out.update(_flat(val, name + ".") if isinstance(val, dict) and val else {name: val})
+    return out
+
+
+def _what_ran(rec: Record, drop: frozenset = RUN_PLACE) -> dict:
+    """The record's config, flat, less the keys in `drop` (where and when it ran)."""
+    config = rec.config if isinstance(rec.config, dict) else {}
+    return {k: v for k, v in _flat(config).items() if k.split(".", 1)[0] not in drop}
+
+
+def current(records: list[Record]) -> list[Record]:
+    """The records that count: for each run (run_identity) the one that started last."""
+    latest = {run_identity(r): r for r in records}
+    return [r for r in records if latest[run_identity(r)] is r]
+
+
+def run_identity(rec: Record) -> tuple:
+    """What makes two records the same run: the plan's key, else model, task, label, seed and what ran."""
+    if rec.run_key:
+        return ("planned", rec.run_key)
+    ran = hashlib.sha256(json.dumps(_what_ran(rec), sort_keys=True, default=str).encode()).hexdigest()
+    return (rec.model_key or rec.model, task_name(rec), rec.label or rec.method, rec.seed, ran)
+
+
+def _config_labels(records: list[Record]) -> dict[int, str]:
+    """id(record) -> label with the config keys that tell it apart from other unplanned records of its
+    (model, task, label) that differ in more than the seed; only records that need it are listed."""
+    groups: dict[tuple, list[Record]] = {}
+    for rec in records:
+        groups.setdefault((rec.model_key or rec.model, task_name(rec), rec.label or rec.method), []).append(rec)
+    out = {}
+    for recs in groups.values():
+        ran = [_what_ran(r, RUN_PLACE | {"seed"}) for r in recs]
+        keys = sorted({k for a in ran for b in ran for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
+        for rec, cfg in zip(recs, ran):
+            if keys:
+                shown = ", ".join(f"{k}={cfg.get(k)}" for k in keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
+                out[id(rec)] = f"{rec.label or rec.method} ({shown})"
+    return out
 
 
 def skipped_iterations(train: TrainSummary | None) -> tuple[int, int, int] | None:
@@ -132,16 +193,31 @@ def _row(ident: dict, rec: Record | None) -> dict:
     return row
 
 
+def _folder(rec: Record) -> str | None:
+    return Path(rec.path).parent.name if rec.path else None
+
+
 def runs_frame(manifest: Manifest | None, records: list[Record]) -> pd.DataFrame:
-    """One row per planned run (ok, failed, interrupted, running or missing) and per unplanned record."""
-    by_key = {r.run_key: r for r in records if r.run_key}
+    """One row per planned run (ok, failed, interrupted, running or missing) and per unplanned record;
+    a record replaced by a later one of the same run (run_identity) is a `superseded` row."""
+    latest = {run_identity(r): r for r in records}  # read_records sorts by start time: the last one wins
+    by_key = {r.run_key: r for r in latest.values() if r.run_key}
     rows, used = [], set()
     for planned in (manifest.runs if manifest else []):
         used.add(planned.key)
         rows.append(_row(asdict(planned), by_key.get(planned.key)))
+    unplanned = [r for r in latest.values() if r.run_key is None or r.run_key not in used]
+    labels = _config_labels([r for r in unplanned if not r.run_key])
     for rec in records:
-        if rec.run_key is None or rec.run_key not in used:
-            rows.append(_row(_identity_of_record(rec), rec))
+        current = latest[run_identity(rec)]
+        if current is not rec:
+            row = _row(_identity_of_record(rec), rec)  # named by its run folder: runs.csv keeps no absolute path
+            rows.append({**row, "status": SUPERSEDED, "key": row["key"] or _folder(rec), "superseded_by": _folder(current)})
+        elif rec.run_key is None or rec.run_key not in used:
+            ident = _identity_of_record(rec)
+            if id(rec) in labels:  # the label is the cell of an unplanned record: both carry the config
+                ident.update(label=labels[id(rec)], cell=labels[id(rec)], column=labels[id(rec)])
+            rows.append(_row(ident, rec))
     # a plan without a models axis names no model: a missing run belongs to the one model the records ran
     models = {r["model"] for r in rows if r["status"] != "missing"}
     if len(models) == 1:
@@ -156,6 +232,9 @@ def metric_names(df: pd.DataFrame) -> list[str]:
     return metric_order(c[:-3] for c in df.columns if c.endswith("_lo"))
 
 
+ONE_SEED = "one seed"  # several runs but one distinct seed: a mean with no interval (a rerun is not a seed)
+
+
 def _mean_ci(ok: pd.DataFrame, m: str) -> tuple[float, float, float, str]:
     vals = ok[m].dropna() if m in ok else pd.Series(dtype=float)
     n = len(vals)
@@ -164,6 +243,8 @@ def _mean_ci(ok: pd.DataFrame, m: str) -> tuple[float, float, float, str]:
     if n == 1:
         row = ok.loc[vals.index[0]]
         return float(vals.iloc[0]), float(row[f"{m}_lo"]), float(row[f"{m}_hi"]), "prompts"
+    if "seed" in ok and ok.loc[vals.index, "seed"].nunique() < 2:
+        return float(vals.mean()), math.nan, math.nan, ONE_SEED
     mean, sd = float(vals.mean()), float(vals.std(ddof=1))
     half = t975(n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half, "seeds"
@@ -180,6 +261,7 @@ def _mean_curve(ok: pd.DataFrame) -> dict | None:
 def points_frame(runs: pd.DataFrame, select_by: str = "greedy_acc") -> pd.DataFrame:
     """One row per (model, label), aggregated over seeds; counts of ok, failed and missing runs."""
     metrics, rows = metric_names(runs), []
+    runs = runs[runs["status"] != SUPERSEDED]  # listed in runs.csv, never counted
     for _, g in runs.groupby(["model", "label"], sort=False, dropna=False):
         ok = g[g["status"] == "ok"]
         first = g.iloc[0]
@@ -278,11 +360,22 @@ def choose(points: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(main).reset_index(drop=True), points
 
 
-def aggregate(root: Path, select_by: str | None = None) -> dict:
-    """Everything the report needs: manifest, warnings and the runs, points and main frames."""
+def model_task(rec: Record) -> tuple[str, str]:
+    """(model, task) of a record: ad-hoc runs of different pairs never share a table (report.py splits them)."""
+    return str(rec.model_key or rec.model or "?"), task_name(rec)
+
+
+def aggregate(root: Path, select_by: str | None = None, only: tuple[str, str] | None = None) -> dict:
+    """Everything the report needs: manifest, warnings and the runs, points and main frames.
+
+    `only`: a (model, task) pair (model_task): the records of that pair alone.
+    """
     man, records, warnings = load(root)
+    if only is not None:
+        records = [r for r in records if model_task(r) == only]
     select_by = select_by or (man.select_by if man else "greedy_acc")
     runs = runs_frame(man, records)
+    records = current(records)  # a superseded record is listed in runs.csv, never read again
     if runs.empty:
         return {"manifest": man, "warnings": warnings, "records": records, "runs": runs, "points": runs, "main": runs,
                 "select_by": select_by}

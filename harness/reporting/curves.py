@@ -129,7 +129,9 @@ def curves_figure(main: pd.DataFrame, title: str = ""):
     """The learning-curves figure; None when no row has a curve yet."""
     if main.empty or not _has_curves(main, "train_curves"):
         return None
-    models = list(dict.fromkeys(main["model"]))
+    # a model none of whose rows has a curve or a base score gets no column: an empty panel reads as a result
+    models = [m for m in dict.fromkeys(main["model"]) if _has_curves(main[main["model"] == m], "train_curves")
+              or _has_curves(main[main["model"] == m], "val_curves")]
     # one row per panel: (curves column, key, scale, smoothing); no empty validation row when an
     # experiment measured none during training
     panels = [("train_curves", "reward_mean", 1.0, SMOOTH_SHARE)]

@@ -62,8 +62,10 @@ def _finite(v) -> bool:
 @styled
 def passk_figure(main: pd.DataFrame, title: str = ""):
     """pass@k versus k (log scale), one panel per model, one line per main row (mean over seeds) with
-    its 95% interval where the table has one (the pass_ks); the base row drawn last, in black."""
-    models = list(dict.fromkeys(main["model"]))
+    its 95% interval where the table has one (the pass_ks); the base row drawn last, in black. A model
+    none of whose rows has a curve (e.g. scored greedy only) gets no panel: an empty panel reads as a result."""
+    models = [m for m in dict.fromkeys(main["model"]) if _drawn_rows(main[main["model"] == m])]
+    models = models or list(dict.fromkeys(main["model"]))[:1]  # nothing at all to draw: one empty panel, not none
     cols = min(len(models), 4)
     rows = math.ceil(len(models) / cols)
     fig, axes = new_figure(rows, cols, 5.4 * cols, 3.6 * rows + 1.4, sharey=True)

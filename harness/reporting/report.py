@@ -34,13 +34,14 @@ import pandas as pd
 
 from harness.core.atomic import write_json_atomic, write_text_atomic
 from harness.core.errors import UserError
-from harness.core.records import Manifest, Record, read_records
-from harness.reporting.aggregate import NOT_OK, aggregate, metric_names, plan_of
+from harness.core.records import Manifest, Record, read_records, write_manifest
+from harness.reporting.aggregate import NOT_OK, ONE_SEED, SUPERSEDED, aggregate, metric_names, model_task, plan_of
 from harness.reporting.comparisons import write_comparisons
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent
 from harness.reporting.format import isnan
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
+from harness.reporting.outcomes import write_outcomes
 from harness.reporting.plots import axis_plot, pareto_plot, passk_panels
 from harness.reporting.provenance import mixed_warning, provenance
 
@@ -51,7 +52,9 @@ NOTE = ("Accuracy-type metrics in %. A row with two or more successful seeds sho
         "[95% Student-t interval over seeds]; a row with one run shows that run's mean over test prompts "
         "[bootstrap 95% CI over prompts]. `*` = some planned runs of the row FAILED, were INTERRUPTED or are "
         "MISSING (see 'runs ok'; on an RL grid row, runs of any point of its grid: the choice saw only the runs "
-        "that succeeded); the number is over the runs that succeeded. Budget `!` = a run ended more than "
+        "that succeeded); the number is over the runs that succeeded. A rerun is not a seed: a later record of the "
+        "same run replaces the earlier one (runs.csv lists it as superseded); runs of one seed show no interval "
+        "('one seed'). Budget `!` = a run ended more than "
         "10% away from its budget. RL grid rows are chosen on validation {select_by} (mean over seeds), never on test.")
 SUMMARY_STAR = ("`*` = some planned runs of the cell (on an RL column, of any point of its grid) FAILED, "
                 "were INTERRUPTED or are MISSING; table.md's 'runs ok' says which.")
@@ -75,6 +78,8 @@ def metric_cell(row: pd.Series, m: str) -> str:
     if isnan(v):
         return "-"
     star = "*" if incomplete(row) else ""
+    if row.get("interval") == ONE_SEED and isnan(row.get(f"{m}_lo")):
+        return f"{fmt_value(v, m)} ({ONE_SEED}){star}"
     return f"{fmt_value(v, m)} [{fmt_value(row[f'{m}_lo'], m)}, {fmt_value(row[f'{m}_hi'], m)}]{star}"
 
 
@@ -255,13 +260,15 @@ def output_name(root: Path) -> str:
     return str(group or Path(root).resolve().name)
 
 
-def write_report(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None) -> dict:
+def write_report(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None,
+                 only: tuple[str, str] | None = None) -> dict:
     """Rebuild every table and plot of the experiment whose records are under `root`.
 
     Raises NoRecords (writing nothing) when `root` holds no readable record: an empty table must
-    never replace a good one.
+    never replace a good one. A folder of single runs (no plan) holding several models or tasks is
+    split: one folder of tables per (model, task) under `out_dir` (write_split); `only` picks one pair.
     """
-    agg = aggregate(Path(root), select_by)
+    agg = aggregate(Path(root), select_by, only)
     man, main, points, runs = agg["manifest"] or Manifest(group=Path(root).name, stamp=""), agg["main"], agg["points"], agg["runs"]
     title = title or man.group
     out_dir = Path(out_dir)
@@ -269,8 +276,11 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
         unread = f" ({len(agg['warnings'])} unreadable: {agg['warnings'][0]})" if agg["warnings"] else ""
         raise NoRecords(f"no run records under {root}{unread}; pass a records folder such as runs/<group>/<stamp> "
                         "(see `ls runs/`); nothing was written")
+    pairs = list(dict.fromkeys(model_task(r) for r in agg["records"]))
+    if agg["manifest"] is None and only is None and len(pairs) > 1:
+        return write_split(root, out_dir, select_by, title, agg, pairs)
     metrics, sel = metric_names(runs), agg["select_by"]
-    note = NOTE.format(select_by=sel)
+    note = NOTE.format(select_by=sel) + superseded_line(runs)
     wanted = man.summary_metrics or [man.summary_metric]
     paper = man.paper
     summary = "\n".join(summary_markdown(main, m, paper if i == 0 or _per_metric(paper) else None, man.paper_note)
@@ -295,6 +305,9 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
         _csv(grid, out_dir / "grid.csv")
     _csv(main, out_dir / "table.csv")
     _csv(runs, out_dir / "runs.csv")
+    # per-prompt outcomes and the plan: the comparisons below recompute from the folder alone (outcomes.py)
+    if write_outcomes(agg["records"], runs, out_dir) and agg["manifest"] is not None:
+        write_manifest(out_dir, agg["manifest"])
     passk_panels(main, out_dir / "passk.png", title)
     curves_plot(main, out_dir / "curves.png", title)
     pareto_plot(main, out_dir / "pareto.png", title)  # only with eval.kl_to_base=true
@@ -306,6 +319,44 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
                                                   f"{axis_markdown(points, main, spec, shown)}\n{note}\n")
         axis_plot(points, main, spec, shown, out_dir / f"{name}.png", title)
     agg["comparison_files"] = write_comparisons(agg, out_dir, title)
+    return agg
+
+
+def superseded_line(runs: pd.DataFrame) -> str:
+    """' N earlier records were replaced by ...' when reruns replaced records, else ''."""
+    n = int((runs["status"] == SUPERSEDED).sum()) if "status" in runs else 0
+    return (f" {n} earlier record{'s' * (n != 1)} replaced by a later run of the same model, run, seed and config "
+            "(superseded in runs.csv; not counted).") if n else ""
+
+
+# what write_report puts in a table folder; a split folder keeps only its index and runs.csv at the top
+TABLE_FILES = ("table.csv", "summary.md", "grid.md", "grid.csv", "versions.json", "passk.png", "curves.png",
+               "pareto.png", "comparisons.md", "comparisons.csv", "findings.md")
+
+
+def pair_folder(model: str, task: str) -> str:
+    """'SmolLM2-135M-Instruct-Arithmetic': a folder name for a (model, task) pair."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in f"{model.rsplit('/', 1)[-1]}-{task}")
+
+
+def write_split(root: Path, out_dir: Path, select_by: str | None, title: str, agg: dict, pairs: list) -> dict:
+    """Runs of different models or tasks never share a table or a plot: each (model, task) gets its own
+    folder of tables under `out_dir`; table.md there lists each pair's main table, runs.csv every run."""
+    parts, used = [], set()
+    for model, task in pairs:
+        name = pair_folder(model, task)
+        name = name if name not in used else f"{name}-{len(used)}"
+        used.add(name)
+        sub = write_report(root, out_dir / name, select_by, f"{title}: {model} on {task}", only=(model, task))
+        agg["warnings"] += [w for w in sub["warnings"] if w not in agg["warnings"]]
+        body = (out_dir / name / "table.md").read_text().replace("\n#", "\n##").replace("# ", "## ", 1)
+        parts.append(f"{body}\n(every table and plot of this pair: {name}/)\n")
+    for stale in TABLE_FILES:  # left by an earlier report of one pair: it no longer describes this folder
+        (out_dir / stale).unlink(missing_ok=True)
+    write_text_atomic(out_dir / "table.md", f"# {title}: {len(pairs)} models or tasks, one table each "
+                                            "(runs of different models or tasks are never pooled)\n\n" + "\n".join(parts))
+    _csv(agg["runs"], out_dir / "runs.csv")
+    agg["split"] = [pair_folder(*p) for p in pairs]
     return agg
 
 
