@@ -14,6 +14,7 @@ from harness.reporting.comparisons import (ONE_SEED, PromptSetMismatch, comparis
                                            t_interval)
 from harness.reporting.stats import MAX_BOOT, MC_TARGET, N_BOOT, newcombe_paired
 from harness.reporting.report import rebuild
+from harness.reporting.findings import DESCRIPTIVE, DETECTED, NOMINAL, NOT_DETECTED
 
 PROMPTS = prompt_set_id([f"prompt {i}" for i in range(100)])
 
@@ -95,21 +96,23 @@ def test_seed_pairing_matches_a_hand_computed_t_interval(tmp_path):
         put(tmp_path, f"grpo{s}", "GRPO lr=1", grpo[s], method="grpo", seed=s, grid="GRPO", point={"lr": 1}, val=0.5)
     df = comparisons(aggregate(tmp_path))
     rows = df[df["kind"] == "ES vs RL"]
-    # first the crossed seed x prompt row (the primary one), then the two one-way rows; seeds averaged per
-    # prompt are not 0/1 (thirds): the prompt row is bootstrapped, with its p
-    assert list(rows["pairing"]) == ["by seed and prompt (crossed bootstrap)", "by prompt (paired bootstrap)",
-                                     "by seed (Student-t)"]
-    crossed = rows.iloc[0]
+    # first the seed-level row (the test), then the crossed seed x prompt row and the prompt row, both
+    # descriptive (not in m); seeds averaged per prompt are not 0/1 (thirds): the prompt row is bootstrapped
+    assert list(rows["pairing"]) == ["by seed (Student-t)", "by seed and prompt (crossed bootstrap)",
+                                     "by prompt (paired bootstrap)"]
+    assert list(rows["result"].iloc[1:]) == [DESCRIPTIVE] * 2 and rows["p_bh"].iloc[1:].isna().all()
+    assert rows["result"].iloc[0] in (DETECTED, NOMINAL, NOT_DETECTED) and rows["p_bh"].iloc[0] == rows["p_bh"].iloc[0]
+    crossed = rows.iloc[1]
     assert crossed["difference"] == pytest.approx(np.mean([es[s] - grpo[s] for s in range(3)]))
     assert crossed["n_seeds"] == 3 and "3 seeds: few to resample" in crossed["note"]
-    rows = rows.iloc[1:]
+    seed = rows.iloc[0]
+    rows = rows.iloc[[2, 0]]
     boot = rows.iloc[0]   # thirds on 100 prompts: a bound on a step of the lattice may stop at MAX_BOOT above target
     assert boot["n_boot"] >= N_BOOT and (boot["mc_error"] < MC_TARGET or boot["n_boot"] == MAX_BOOT)
     assert rows.iloc[0]["comparison"] == "ES vs GRPO (chosen on validation: GRPO lr=1)"
-    seed = rows.iloc[1]
     assert "3 seeds: the interval leans on normality" in seed["note"]
     d = np.array([es[s].mean() - grpo[s].mean() for s in range(3)])
-    half = 4.303 * d.std(ddof=1) / math.sqrt(3)
+    half = 4.302653 * d.std(ddof=1) / math.sqrt(3)
     assert seed["difference"] == pytest.approx(d.mean()) and seed["n_seeds"] == 3
     assert (seed["ci_low"], seed["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
     by_prompt = rows.iloc[0]
@@ -128,7 +131,7 @@ def test_an_unseeded_base_partners_every_seed(tmp_path):
     put(tmp_path, "b0", "ES", trained, seed=0)
     put(tmp_path, "b1", "ES", np.roll(trained, 1) * (np.arange(100) > 5), seed=1)
     rows = comparisons(aggregate(tmp_path))
-    crossed, seed = rows.iloc[0], rows.iloc[2]
+    seed, crossed = rows.iloc[0], rows.iloc[1]
     assert seed["pairing"] == "by seed (Student-t)" and seed["n_seeds"] == 2
     assert crossed["pairing"] == "by seed and prompt (crossed bootstrap)" and crossed["n_seeds"] == 2
     assert crossed["difference"] == pytest.approx(np.mean([trained - base, rows_b1(trained) - base]))

@@ -57,7 +57,7 @@ def test_planted_difference_is_detected_with_the_hand_computed_t_interval(tmp_pa
     r = row(df, "ES full vs Original")
     d = np.array([PLANTED[s] - BASE["greedy_acc"] for s in range(3)])  # the base ran once: it partners every seed
     mean, sd = d.mean(), math.sqrt(((d - d.mean()) ** 2).sum() / 2)
-    half = 4.303 * sd / math.sqrt(3)                                    # t_{0.975, 2} = 4.303
+    half = 4.302653 * sd / math.sqrt(3)                                    # t_{0.975, 2} = 4.302653
     assert (r.difference, r.ci_low, r.ci_high) == pytest.approx((mean, mean - half, mean + half))
     assert r.result == "detected" and r.ci_low > 0 and r.n_seeds == 3 and r.kind == "trained vs base"
     assert r.pairing == "by seed (Student-t)" and r.note.startswith(SEED_ONLY)

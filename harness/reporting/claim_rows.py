@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from harness.reporting.findings import CROSSED, p_text
+from harness.reporting.findings import CROSSED, DESCRIPTIVE, p_text
 from harness.reporting.format import is_percent
 from harness.reporting.roles import declared, role_of
 from harness.reporting.stats import ALPHA, Q
@@ -87,9 +87,11 @@ def sides(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
 
 
 def deciding(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, kind, comparison, metric): the crossed seed x prompt row where there is one, else
-    paired by seed, else by prompt."""
-    pref = df["pairing"].map({CROSSED: 0, BY_SEED: 1}).fillna(2).astype(int)
+    """One row per (model, kind, comparison, metric): the row that is the comparison's test, paired by seed
+    where there is one, else by prompt; a descriptive prompt-level row (comparisons.csv written since seed-level
+    tests became the primary) never decides, nor does a crossed row of an older file when a seed row is there."""
+    pref = df["pairing"].map({BY_SEED: 0, CROSSED: 1}).fillna(2).astype(int)
+    pref = pref.where(df["result"].astype(str) != DESCRIPTIVE, 3)
     keys = ["model", "kind", "comparison", "metric"]
     out = df.assign(_pref=pref).sort_values("_pref", kind="stable").drop_duplicates(keys)
     return out.sort_index().drop(columns="_pref")

@@ -21,17 +21,20 @@ and the conf/method options (a runs.csv); no method name or label is matched her
 
 Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have; and the experiment's
 `summary_metrics`, e.g. mean_reward and kl_to_base) gets (the tests: harness/reporting/stats.py):
-- paired by prompt, always, each side's per-prompt scores averaged over its successful seeds first. 0/1
-  outcomes (greedy correctness of one run a side): the exact McNemar test on the prompts that changed gives
-  p, Newcombe's paired score interval the 95% interval. Other scores: a paired bootstrap over the same test
-  prompts (resample prompt ids, mean of the differences), p from the same resamples, resampled until each
-  bound's Monte-Carlo error is under 0.1 point;
 - paired by seed, with >= 2 paired seeds: a Student-t 95% interval and t-test over the per-seed differences
   of the run means (seeds matched by value; an untrained row that ran once, unseeded, is the partner of every
-  seed).
-With one seed the prompt row says "one seed: paired by prompt only". Benjamini-Hochberg at q = 0.05 runs
-over every row with a p (m of them): a difference is `detected` only when it survives, `nominal only` when
-p < 0.05 does not survive, otherwise "not detected". Not testable, and not in m: columns identical on every
+  seed). This is the row's test: the seed is the unit of replication, and at the seed counts experiments use
+  only this test holds its level (docs/architecture.md#calibration, results/bench/calibration.json);
+- paired by prompt, each side's per-prompt scores averaged over its successful seeds first. 0/1 outcomes
+  (greedy correctness of one run a side): the exact McNemar test on the prompts that changed gives p,
+  Newcombe's paired score interval the 95% interval. Other scores: a paired bootstrap over the same test
+  prompts, p from the same resamples, resampled until each bound's Monte-Carlo error is under 0.1 point.
+  With one seed a side this is the test, and says it speaks to these runs, not to another seed; with two or
+  more it is printed as descriptive, beside a crossed bootstrap of seeds and prompts, neither in m;
+- one seed on one side and several on the other (both trained): refused, "not paired", in one line.
+Benjamini-Hochberg at q = 0.05 runs over every tested row (m of them): a difference is `detected` only when
+it survives, `nominal only` when p < 0.05 does not survive, otherwise "not detected". Not testable, and not
+in m: columns identical on every
 prompt (0 vs 0), two constant columns of a score that is not 0/1, and a quantity that is 0 by definition on
 the base (kl_to_base: the base's distance to itself). Per-seed differences that are all equal give a
 zero-width Student-t interval, which is not evidence: that row is "not paired" and says why. Records made
@@ -72,8 +75,8 @@ from harness.evaluation.metrics import per_prompt_values
 from harness.reporting import stats
 from harness.reporting.aggregate import NO_UPDATE, choose, metric_names, points_frame, t975
 from harness.reporting.endpoints import from_manifest
-from harness.reporting.findings import (BOOTSTRAP, CROSSED, DETECTED, MCNEMAR, NOMINAL, NOT_DETECTED, STUDENT,
-                                        comparisons_markdown, counts, findings_markdown, fmt)
+from harness.reporting.findings import (BOOTSTRAP, CROSSED, DESCRIPTIVE, DETECTED, MCNEMAR, NOMINAL,
+                                        NOT_DETECTED, STUDENT, comparisons_markdown, counts, findings_markdown, fmt)
 from harness.reporting.format import is_percent, isnan
 from harness.reporting.placebo import placebo_pairs
 from harness.reporting.update_claims import with_claims
@@ -86,7 +89,9 @@ PER_PROMPT_SINCE = "evaluation recorded per-prompt scores"
 DEGENERATE = ("not paired by seed: its {n} per-seed differences are all {d}, so a Student-t interval has no "
               "spread to estimate (zero width); more seeds are needed")
 NO_PER_PROMPT = "no per-prompt scores in these records (made before {since}); rerun to pair"
-ONE_SEED = "one seed: paired by prompt only"
+ONE_SEED = "one seed: paired by prompt only; speaks to these runs, not to another seed"
+MIXED_SEEDS = ("not paired: {one} has one seed and the other side {n}; a seed-level test needs the same seeds on "
+               "both sides (run them), a prompt-level one would pass one run off as the seeds' mean")
 NOT_TESTABLE = "not testable: {why}"
 FILES = ("comparisons.md", "comparisons.csv", "findings.md")
 COLUMNS = ["model", "kind", "comparison", "metric", "difference", "ci_low", "ci_high", "n_seeds", "n_prompts",
@@ -116,9 +121,11 @@ def multiplicity(df: pd.DataFrame, q: float = stats.Q) -> pd.DataFrame:
     """Benjamini-Hochberg over the rows with a p (the file's m tests): each gets its adjusted p and its result,
     `detected` (survives), `nominal only` (p < 0.05, does not survive) or `not detected`."""
     df = df.astype({"result": object})
-    adj, survives = stats.benjamini_hochberg(df["p_value"].to_numpy(dtype=float), q)
+    tested = df["p_value"].to_numpy(dtype=float).copy()
+    tested[(df["result"] == DESCRIPTIVE).to_numpy()] = np.nan  # prompt-level rows of multi-seed comparisons
+    adj, survives = stats.benjamini_hochberg(tested, q)
     df["p_bh"] = adj
-    for i, (p, keep) in enumerate(zip(df["p_value"], survives)):
+    for i, (p, keep) in enumerate(zip(tested, survives)):
         if not isnan(p):
             df.iat[i, df.columns.get_loc("result")] = DETECTED if keep else NOMINAL if p < stats.ALPHA else NOT_DETECTED
     return df
@@ -313,16 +320,30 @@ def compare(kind: str, a_row: pd.Series, b_row: pd.Series, runs: pd.DataFrame, b
     ma = np.mean([v for _, _, v in a], axis=0)
     mb = np.mean([v for _, _, v in b], axis=0)
     b_is_base = not bool(b_row.get("trains", True))
+    na, nb = len({s for s, *_ in a}), len({s for s, *_ in b})
+    if not b_is_base and min(na, nb) == 1 and max(na, nb) > 1:
+        return [{**base, "difference": float(np.mean(ma - mb)), "ci_low": math.nan, "ci_high": math.nan,
+                 "n_seeds": min(na, nb), "n_prompts": len(ma), "pairing": "none", "note": "",
+                 "result": MIXED_SEEDS.format(one="A" if na == 1 else "B", n=max(na, nb)), "p_value": math.nan}]
     diffs = _seed_diffs(a, b, b_once=b_is_base)
-    seeds = max(len({s for s, *_ in a}), len(diffs))
-    note = ONE_SEED if len(diffs) < 2 else "seeds averaged per prompt first"
-    rows = [_by_prompt(base, ma, mb, b_is_base, seeds, note, n_boot, seed)]
-    if len(diffs) >= 2 and not (metric in ZERO_AT_BASE and b_is_base and rows[0]["pairing"] == "none"):
-        rows.append(_by_seed(base, diffs, len(ma), "per-seed differences of run means"))
-        d = _seed_matrix(a, b, b_once=b_is_base)
-        if rows[0]["pairing"] != "none" and d is not None and float(np.ptp(d)) > 0:
-            rows.insert(0, _crossed(base, d, n_boot, seed))  # the primary row; the one-way rows follow
+    seeds = max(na, len(diffs))
+    if len(diffs) < 2:
+        return [_by_prompt(base, ma, mb, b_is_base, seeds, ONE_SEED, n_boot, seed)]
+    prompt_row = _by_prompt(base, ma, mb, b_is_base, seeds, "seeds averaged per prompt first", n_boot, seed)
+    if metric in ZERO_AT_BASE and b_is_base and prompt_row["pairing"] == "none":
+        return [prompt_row]
+    # the seed is the unit of replication: the seed-level row is the test; prompt-level rows describe
+    rows = [_by_seed(base, diffs, len(ma), "per-seed differences of run means")]
+    d = _seed_matrix(a, b, b_once=b_is_base)
+    if prompt_row["pairing"] != "none" and d is not None and float(np.ptp(d)) > 0:
+        rows.append(_descriptive(_crossed(base, d, n_boot, seed)))
+    rows.append(_descriptive(prompt_row))
     return rows
+
+
+def _descriptive(row: dict) -> dict:
+    """A prompt-level row of a multi-seed comparison: shown with its interval and p, never a test (not in m)."""
+    return row if row["pairing"] == "none" else {**row, "result": DESCRIPTIVE}
 
 
 def _seed_matrix(a: list, b: list, b_once: bool) -> np.ndarray | None:

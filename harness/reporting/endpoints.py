@@ -152,4 +152,13 @@ def direction_note(df: pd.DataFrame, decl: Declarations) -> dict:
         if p is not None and p.direction != "any" and r["difference"] == r["difference"]:
             agrees = r["difference"] > 0 if p.direction == "greater" else r["difference"] < 0
             out[i] = f"declared {p.direction}: " + ("sign as declared" if agrees else "sign opposite to the declaration")
+            if p.test == "seed_t" and str(r["pairing"]).startswith("by seed (") and r["p_value"] == r["p_value"]:
+                one = one_sided(float(r["p_value"]), agrees)
+                out[i] += (f"; the declared test (seed-level one-sided t at 0.05): p = {one:.4f}, "
+                           + ("below 0.05: confirmed" if one < 0.05 else "not below 0.05: not confirmed"))
     return out
+
+
+def one_sided(p_two: float, agrees: bool) -> float:
+    """A t test's one-sided p from its two-sided p and whether the estimate has the declared sign."""
+    return p_two / 2 if agrees else 1 - p_two / 2

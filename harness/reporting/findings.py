@@ -23,20 +23,22 @@ from harness.reporting.stats import ALPHA, MAX_BOOT, MC_TARGET, N_BOOT, Q
 
 DETECTED, NOMINAL, NOT_DETECTED = "detected", "nominal only", "not detected"
 MCNEMAR, BOOTSTRAP, STUDENT = "by prompt (exact McNemar)", "by prompt (paired bootstrap)", "by seed (Student-t)"
-CROSSED = "by seed and prompt (crossed bootstrap)"  # the primary row of a multi-seed comparison
+CROSSED = "by seed and prompt (crossed bootstrap)"  # descriptive beside a multi-seed comparison's seed-level test
 RESAMPLED = (BOOTSTRAP, CROSSED)
+DESCRIPTIVE = "descriptive (prompt-level row of a multi-seed comparison: the seed-level row is the test; not in m)"
 
 NOTE = ("Difference = A - B on the test split (accuracy-type metrics in percentage points) with a paired 95% "
-        "interval and its test's two-sided p. By prompt, 0/1 outcomes (greedy correctness): the exact McNemar test "
-        "(binomial on the prompts that changed: up = A right and B wrong, down = the reverse) and Newcombe's paired "
-        "score interval; other per-prompt scores: a paired bootstrap over the same test prompts (seeds averaged per "
-        "prompt first), p from the same resamples. By seed: a Student-t interval and t-test over per-seed "
-        "differences of the run means (with 2-3 seeds it leans on normality). With two or more seeds and per-prompt "
-        "scores, the first row is the crossed bootstrap, seeds and prompts resampled independently: the primary "
-        "row, since each one-way row ignores one source of variance. `detected` only when the row's p survives "
-        "Benjamini-Hochberg at q = 0.05 over the file's testable rows; `nominal only` when p < 0.05 does not survive. The interval and the test are "
-        "separate procedures and can disagree at the margin: the p decides. RL rows are each grid's point chosen "
-        "on validation.")
+        "interval and its test's two-sided p. With two or more seeds a side, the test is by seed: a Student-t "
+        "interval and t-test over the per-seed differences of the run means; the prompt-level rows beside it (a "
+        "crossed bootstrap of seeds and prompts, and a paired bootstrap or McNemar over seed-averaged prompts) are "
+        "descriptive and not in m, because under the null they reject far more often than 5% once seeds vary "
+        "(docs/architecture.md#calibration). With one seed a side, the test is by prompt and speaks to these runs, "
+        "not to another seed: 0/1 outcomes (greedy correctness) get the exact McNemar test (binomial on the prompts "
+        "that changed: up = A right and B wrong, down = the reverse) and Newcombe's paired score interval; other "
+        "per-prompt scores a paired bootstrap over the same test prompts, p from the same resamples. `detected` only "
+        "when the row's p survives Benjamini-Hochberg at q = 0.05 over the file's tested rows; `nominal only` when "
+        "p < 0.05 does not survive. The interval and the test are separate procedures and can disagree at the "
+        "margin: the p decides. RL rows are each grid's point chosen on validation.")
 EVIDENCE = ("Evidence rule: a sentence claiming a difference quotes a row detected here (its p survives "
             "Benjamini-Hochberg at q = 0.05 over this file's m tests), with its interval and p; a \"nominal only\" "
             "row (p < 0.05 that does not survive) is not a detection; otherwise the sentence says \"not detected\".")
@@ -63,9 +65,12 @@ def n_text(r) -> str:
     return seeds if isnan(r["n_prompts"]) else f"{seeds} / {int(r['n_prompts'])} prompts"  # runs.csv: no prompts
 
 
-def p_text(p: float, floor: bool = False) -> str:
+def p_text(p: float, floor: bool = False, n_boot=None) -> str:
+    """A p as printed; a bootstrap p at its resampling floor (no resample beyond 0) is a bound, "< 1/B"."""
     if isnan(p):
         return "-"
+    if floor and n_boot:
+        return f"< 1/{int(n_boot)}"
     return ("<= " if floor else "") + (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
 
 
@@ -88,7 +93,7 @@ def method_text(r) -> str:
 
 def counts(df: pd.DataFrame) -> dict:
     """m (testable rows), nominal detections, BH survivors, rows not testable and not paired."""
-    tested = df[df["p_value"].notna()] if "p_value" in df else df.iloc[:0]
+    tested = df[df["p_value"].notna() & (df["result"] != DESCRIPTIVE)] if "p_value" in df else df.iloc[:0]
     testable_none = df["result"].astype(str).str.startswith("not testable")
     return {"m": len(tested), "nominal": int((tested["p_value"] < ALPHA).sum()),
             "bh": int((tested["result"] == DETECTED).sum()), "not_testable": int(testable_none.sum()),
@@ -101,6 +106,9 @@ def multiplicity_head(df: pd.DataFrame) -> str:
     left = [f"{c['not_testable']} not testable"] * bool(c["not_testable"]) + \
            [f"{c['not_paired']} not paired"] * bool(c["not_paired"])
     out = f"; {' and '.join(left)}, not in m" if left else ""
+    desc = int((df["result"] == DESCRIPTIVE).sum()) if "result" in df else 0
+    out += (f"; {desc} descriptive prompt-level row{'s' * (desc != 1)} of multi-seed comparisons, not in m"
+            if desc else "")
     text = (f"**Multiplicity.** m = {c['m']} tests (rows with a p{out}). "
             f"Nominal detections (p < {ALPHA:g}): {c['nominal']}; expected by chance if no difference were real: "
             f"{ALPHA:g} x m = {ALPHA * c['m']:.1f}; surviving Benjamini-Hochberg at q = {Q:g}: {c['bh']}. "
@@ -121,7 +129,7 @@ def multiplicity_head(df: pd.DataFrame) -> str:
                    f"doubles, up to {MAX_BOOT}, until each bound's Monte-Carlo error is under {100 * MC_TARGET:g} "
                    "point); the largest "
                    f"Monte-Carlo standard error of a bound here is {unit}{stuck}. A bootstrap p has Monte-Carlo "
-                   "error too, about sqrt(2p/B); p at its floor, 2/(B + 1), is marked <=.")
+                   "error too, about sqrt(2p/B); p at its floor (no resample beyond 0) is printed as < 1/B.")
 
 
 def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str:
@@ -131,7 +139,7 @@ def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in df.iterrows():
         cells = [r["model"], r["comparison"], r["metric"], "-" if isnan(r["difference"]) else interval(r), n_text(r),
-                 "none" if r["pairing"] == "none" else method_text(r), p_text(r["p_value"], _floor(r)),
+                 "none" if r["pairing"] == "none" else method_text(r), p_text(r["p_value"], _floor(r), r.get("n_boot")),
                  p_text(r["p_bh"]), r["result"], r["note"] or ""]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     if df.empty:
@@ -141,7 +149,7 @@ def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str
 
 
 def _line(r, note: str | None = None) -> str:
-    p = p_text(r["p_value"], _floor(r))
+    p = p_text(r["p_value"], _floor(r), r.get("n_boot"))
     p = p if p.startswith("<") else "= " + p
     how = f"{method_text(r)}, {n_text(r)}; p {p}, BH-adjusted p = {p_text(r['p_bh'])}" + (f"; {note}" if note else "")
     who = f"- {r['model']}, {r['metric']}: {r['comparison']}"
@@ -149,6 +157,8 @@ def _line(r, note: str | None = None) -> str:
         return f"{who}: {r['result']}.\n"
     if r["result"] == DETECTED:
         return f"{who} differs by {interval(r)} ({how}).\n"
+    if r["result"] == DESCRIPTIVE:
+        return f"{who}: {interval(r)} ({method_text(r)}, {n_text(r)}; p {p}; descriptive, not a test).\n"
     return f"{who}: {r['result']}, {interval(r)} ({how}).\n"
 
 
@@ -202,12 +212,16 @@ def findings_markdown(df: pd.DataFrame, title: str, preface: str = "", decl: Dec
 
 def _by_result(df: pd.DataFrame, prefix: str = "") -> str:
     """The rows by verdict (BH-detected, nominal only, not detected), then untestable and unpaired rows."""
-    tested, text = df[df["p_value"].notna()], ""
+    tested, text = df[df["p_value"].notna() & (df["result"] != DESCRIPTIVE)], ""
     for name, result in ((f"Differences detected (Benjamini-Hochberg, q = {Q:g})", DETECTED),
                          (f"Nominal only (p < {ALPHA:g}, not surviving Benjamini-Hochberg)", NOMINAL),
                          ("Not detected", NOT_DETECTED)):
         text += f"\n## {prefix}{name}\n\n" + ("".join(_line(r) for _, r in tested[tested["result"] == result].iterrows())
                                       or "None.\n")
+    desc = df[df["result"] == DESCRIPTIVE]
+    if not desc.empty:
+        text += (f"\n## {prefix}Descriptive (prompt-level rows of multi-seed comparisons; the seed-level row above "
+                 "is the test)\n\n" + "".join(_line(r) for _, r in desc.iterrows()))
     rest = df[df["p_value"].isna()]
     untestable = rest["result"].astype(str).str.startswith("not testable")
     for name, rows in (("Not testable", rest[untestable]), ("Not paired", rest[~untestable])):
