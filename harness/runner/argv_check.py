@@ -19,14 +19,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from harness.core.yamlcheck import config_dirs
-from harness.runner.schema import ANALYSIS_TARGET, CONTROL_KEYS, EVAL_TARGET, EXPERIMENT_KEYS, accepted_keys
+from harness.runner.schema import (ANALYSIS_TARGET, CONTROL_KEYS, EVAL_TARGET, EXPERIMENT_KEYS, RUN_SWITCHES,
+                                   accepted_keys)
 
 # Keys that moved, old -> new: an old command line gets the new name instead of "unknown key".
 MOVED = {"method.workers": "engine.workers"}
 # The config node whose keys a `_target_` does not name in its YAML (conf/eval has none).
 TARGETS = {"eval": EVAL_TARGET, "analysis": ANALYSIS_TARGET}
 # Switches that exist only when added: `dry_run=true` must be `+dry_run=true`.
-ADDED_ONLY = CONTROL_KEYS - {"stamp", "launcher", "hydra"}
+ADDED_ONLY = (CONTROL_KEYS - {"stamp", "launcher", "hydra"}) | RUN_SWITCHES
 _NOT_AN_OPTION = ("null", "")
 
 

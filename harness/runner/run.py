@@ -183,8 +183,8 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         if method.trains:
             warn_unreachable_budget(cfg, task)
         policy = policy_from(cfg, method)  # on the CPU when engines hold the weights (driver_place)
-        keep_update = method.trains and wants_update(analysis.store_update, cfg.model.name_or_path) \
-            and is_main_process()
+        keep_update = method.trains and (wants_update(analysis.store_update, cfg.model.name_or_path)
+                                         or bool(cfg.get("save_model"))) and is_main_process()  # the export reads it
         if keep_update:  # analyses compare the stored theta_final with this theta_0 (harness/analysis/update.py)
             record.update = {"base_sha256": base_hash(policy.model), "path": None}
         ledger = make_ledger(cfg.budget.kind, cfg.budget.get(cfg.budget.kind), run_dir, cfg.logger,
@@ -236,7 +236,27 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         write_record(run_dir, record)
         raise
     write_record(run_dir, record)
+    if cfg.get("save_model") and is_main_process():  # +save_model=true: <run_dir>/model, an HF folder
+        save_model(run_dir, cfg.threads)
     return record
+
+
+def save_model(run_dir: Path, threads: int) -> None:
+    """Export the finished run with harness/tools/export.py, in a child process: the runner never imports
+    the tools (they import it), and the export reads only what the run wrote (record, master, update)."""
+    import subprocess
+    import sys
+
+    from harness.core.errors import UserError
+    from harness.core.paths import ROOT
+
+    out = Path(run_dir) / "model"
+    r = subprocess.run([sys.executable, "-m", "harness.tools.export", str(run_dir), str(out), "--force",
+                        "--threads", str(threads)], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines() or ["no output"]
+        raise UserError(f"+save_model=true: the run finished ok but its export failed: {lines[-1]}")
+    print(r.stdout.strip(), flush=True)
 
 
 def warn_unreachable_budget(cfg: DictConfig, task) -> None:

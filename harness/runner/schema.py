@@ -46,6 +46,9 @@ EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "su
 # (it passes stamp on itself).
 CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "rehearse", "child_run", "stamp", "launcher",
                           "hydra"})
+# Switches of one run, added only with +: +save_model=true exports the trained policy to <run_dir>/model at the end
+# (harness/tools/export.py). Unlike CONTROL_KEYS an experiment passes them on to every run it launches.
+RUN_SWITCHES = frozenset({"save_model"})
 CELL_KEYS = {"label", "overrides", "axes", "seeded", "exploratory", "role"}  # exploratory: reporting/endpoints.py
 GRID_KEYS = {"name", "overrides", "axes", "optional", "exploratory", "role"}  # optional: true = opt-in, +include=[name]
 # role: what the cell is, for the claims ledger (harness/reporting/roles.py)
@@ -174,10 +177,13 @@ def is_experiment(cfg: DictConfig) -> bool:
 
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError naming the first unknown key or mistyped value in the composed config."""
-    valid = _base_keys() | EXPERIMENT_KEYS | CONTROL_KEYS
+    valid = _base_keys() | EXPERIMENT_KEYS | CONTROL_KEYS | RUN_SWITCHES
     for k in cfg:
         if k not in valid:
             raise unknown_key(str(k), "the config (an experiment file or a +key= override)", valid)
+    for k in RUN_SWITCHES & set(cfg):
+        if not isinstance(cfg[k], bool):
+            raise ConfigError(f"+{k}={cfg[k]!r} must be true or false")
     seed = cfg.get("seed")
     if not _is_int(seed):
         hint = "; did you mean seeds: (a list, one run per seed)?" if isinstance(seed, (list, ListConfig)) else ""
