@@ -59,6 +59,12 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
 - Per-step batch shape (prompts_per_step x num_generations) is a harness choice; the paper's group
   sizes 8 and 30 are both reachable through num_generations.
 - max_completion_length defaults to the task's max_new_tokens, the length used at evaluation.
+- engine=vllm: TRL's vLLM importance-sampling correction (`vllm_importance_sampling_correction`, TRL's default
+  True, mode sequence_mask: each sequence's loss weighted by its policy-vs-vLLM probability ratio, and dropped
+  where the ratio exceeds 3) is not part of GRPO and is set off explicitly; method.vllm_importance_sampling_correction
+  =true turns it on, then every step pays an old-log-prob forward and the step log carries `is_masked_fraction`
+  (share of sequences dropped) and `is_ratio_mean`. Off, the small gap between vLLM's sampling log-probs and the
+  trainer's (kernels, dtype) goes uncorrected, as in GRPO with any separate sampler.
 - engine=vllm (TRL's colocate mode): vLLM's context is the longest training prompt + max_completion_length,
   and on a GPU its memory share is computed beside the trainer (`memory_plan`, harness/core/gpu_memory.py
   grpo_vllm_plan: weights, gradients, AdamW, reference, estimated activations), not a fixed fraction; a
@@ -201,11 +207,45 @@ class _StepCost:
         return sum(parts.values()), len(completion), extras
 
 
+IS_MASKED = "sampling/is_masked_fraction"  # logged by _ISLoggingGRPOTrainer when vLLM's IS correction is on
+
+
 def trl_metrics(logs: dict) -> dict:
     """TRL's GRPO log of one step, under the names the step log uses."""
-    return {"reward_mean": logs.get("reward"), "reward_std": logs.get("reward_std"), "loss": logs.get("loss"),
-            "kl": logs.get("kl"), "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
-            "completion_mean_len": logs.get("completions/mean_length"), "trl_num_tokens": logs.get("num_tokens")}
+    out = {"reward_mean": logs.get("reward"), "reward_std": logs.get("reward_std"), "loss": logs.get("loss"),
+           "kl": logs.get("kl"), "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
+           "completion_mean_len": logs.get("completions/mean_length"), "trl_num_tokens": logs.get("num_tokens")}
+    if IS_MASKED in logs:  # only runs with the correction on carry it (the others' logs are unchanged)
+        out["is_masked_fraction"] = logs[IS_MASKED]
+        out["is_ratio_mean"] = logs.get("sampling/importance_sampling_ratio/mean")
+    return out
+
+
+def masked_share(ratio: torch.Tensor, completion_mask: torch.Tensor) -> tuple[int, int]:
+    """(masked, total) of TRL's vLLM importance-sampling ratios: *_mask modes write 0 where a ratio fell outside
+    [clip_min, clip_max] (trl/trainer/grpo_trainer.py _generate_and_score_completions), and exp() of a finite
+    log-prob difference is never 0. Sequence modes: (B, 1), one ratio per sequence; token modes: (B, T), counted
+    over completion tokens."""
+    if ratio.shape[-1] == 1:
+        return int((ratio == 0).sum()), ratio.numel()
+    valid = completion_mask.bool()
+    return int(((ratio == 0) & valid).sum()), int(valid.sum())
+
+
+class _ISLoggingGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer that also logs the share of sequences (or tokens) vLLM's importance-sampling correction masked
+    out of the loss: TRL logs the ratios' min/mean/max, not how much of the batch trained on nothing. Used only
+    when method.vllm_importance_sampling_correction is on, so every other run is TRL's own class."""
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        if "importance_sampling_ratio" in out:
+            masked, total = masked_share(out["importance_sampling_ratio"], out["completion_mask"])
+            counts = self.accelerator.gather(torch.tensor([[masked, total]], device=self.accelerator.device))
+            masked, total = counts.sum(0).tolist()
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode][IS_MASKED].append(masked / total if total else 0.0)
+        return out
 
 
 def _request_save(control, state) -> None:
@@ -279,8 +319,10 @@ class GRPO(ConfiguredMethod):
             model.float()  # see _trl_args: fp32 weights (the master), bf16 autocast; LoRA's frozen base stays
         try:
             with tensorboard_dir(run_dir):
-                trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                                      processing_class=tok, callbacks=[callback], peft_config=peft_config)
+                trainer_class = (_ISLoggingGRPOTrainer if args.use_vllm and args.vllm_importance_sampling_correction
+                                 else GRPOTrainer)
+                trainer = trainer_class(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                                        processing_class=tok, callbacks=[callback], peft_config=peft_config)
         finally:
             model.config.name_or_path = original_path
         parameters = trained_parameters(trainer.model)
@@ -386,6 +428,8 @@ class GRPO(ConfiguredMethod):
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
             num_iterations=cfg.num_iterations, epsilon=cfg.epsilon,
+            # explicit, against TRL's default (True): not part of GRPO; only read by TRL when use_vllm
+            vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
             **vllm,
         )
 

@@ -48,6 +48,10 @@ class GRPOMethodConfig:
                 "A multiple of num_iterations."})
     engine: dict | str | None = field(default=None, metadata={
         "help": "conf/engine: hf (TRL generates with the policy) or vllm (TRL use_vllm, colocate mode)."})
+    vllm_importance_sampling_correction: bool = field(default=False, metadata={
+        "help": "engine=vllm only: TRL's correction for vLLM's sampling log-probs differing from the policy's "
+                "(sequence_mask: loss weighted by the ratio, dropped above 3; costs an old-log-prob forward). Not "
+                "part of GRPO, so off (TRL's default is on); the masked fraction is logged when on."})
     peft: str | None = field(default=None, metadata={
         "help": "null: full-parameter training; lora: train LoRA adapters (method.lora) through TRL's peft_config."})
     lora: dict | LoraSettings | None = field(default_factory=LoraSettings, metadata={
@@ -80,6 +84,10 @@ class GRPOMethodConfig:
         if self.checkpoint_every < 0 or self.checkpoint_every % self.num_iterations:
             raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be 0 (no checkpoints) or a "
                              f"positive multiple of method.num_iterations={self.num_iterations}")
+        if self.vllm_importance_sampling_correction and (self.engine or {}).get("name", "hf") != "vllm":
+            raise ValueError("method.vllm_importance_sampling_correction=true corrects vLLM's sampling log-probs, "
+                             "but engine is not vllm (the policy samples itself: nothing to correct); set it false "
+                             "or engine=vllm")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"method.max_completion_length={self.max_completion_length} must be >= 1, or null "
                              "to use the task's max_new_tokens")
