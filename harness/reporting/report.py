@@ -64,6 +64,31 @@ class NoRecords(UserError, ValueError):
     """The folder holds no run records: nothing to tabulate (and nothing is written)."""
 
 
+class TrackedResults(UserError, ValueError):
+    """A run was asked to write its tables into a folder whose files git tracks (the curated results/)."""
+    nothing_started = True  # raised before any run: the CLI removes the folder Hydra made for it
+
+
+def refuse_tracked(out_dir: Path, overwrite: bool = False) -> None:
+    """Raise TrackedResults when git tracks files in `out_dir` and `overwrite` is not set: a copied command
+    must never rewrite committed results. Curating into results/ is the explicit `+overwrite_results=true`.
+    Outside a git checkout (or without git) there is nothing to protect."""
+    import subprocess
+
+    if overwrite:
+        return
+    out = Path(out_dir).resolve()
+    where = next((p for p in (out, *out.parents) if p.is_dir()), None)
+    try:
+        tracked = subprocess.run(["git", "ls-files", "--", str(out)], cwd=where, capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if tracked:
+        raise TrackedResults(f"{out_dir} holds files git tracks (committed results): tables go to outputs/ by default, "
+                             "so drop results_dir=..., or add +overwrite_results=true to rewrite them on purpose")
+
+
 def incomplete(row: pd.Series) -> bool:
     """True when a planned run of the row, or of the RL grid its point was chosen from, did not succeed."""
     grid_ok, grid_planned = row.get("grid_ok"), row.get("grid_planned")

@@ -71,6 +71,8 @@ def main(cfg: DictConfig) -> None:
     try:
         _dispatch(cfg)
     except errors as e:
+        if getattr(e, "nothing_started", False):  # refused before any run: no folder left behind
+            _discard_unstarted()
         fail(e)
     except (Terminated, KeyboardInterrupt) as e:
         print(f"esbench: interrupted: {e or 'Ctrl-C'}; resume with: {resume_command(cfg)}", file=sys.stderr)
@@ -168,7 +170,9 @@ def _dispatch(cfg: DictConfig) -> None:
             sys.exit(1)  # some runs failed: their records and the tables say which and why
         return
     from harness.core.locks import folder_lock
+    from harness.reporting.report import refuse_tracked
 
+    refuse_tracked(Path(cfg.results_dir) / cfg.group, bool(cfg.get("overwrite_results")))  # before the run, not after
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     # the run's folder is locked before torch loads (run_one holds it too), so a second process on the
     # same stamp is refused in seconds; rl: rank 0 of a launch holds it (RANK: no torch import to ask)

@@ -405,6 +405,9 @@ def run_experiment(cfg: DictConfig) -> int:
             print(f"primary endpoints declared in commit {d['commit'] or 'none (not committed as it reads)'}"
                   + (f" of {d['date']}" if d["date"] else ""))
         return 0
+    if not cfg.get("child_run"):  # before any folder or run: committed results/ is rewritten only on purpose
+        from harness.reporting.report import refuse_tracked
+        refuse_tracked(Path(cfg.results_dir) / cfg.group, bool(cfg.get("overwrite_results")))
     root = experiment_root(cfg)
     declared = declaration(HydraConfig.get().runtime.choices.get("experiment"))
     check_unchanged(root, declared)

@@ -44,8 +44,9 @@ EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "su
 # runs are fanned out; hydra: Hydra's own node. This check accepts them at the top level (those config.yaml
 # does not declare), and harness/runner/experiment.py strips them from the command line before composing each run
 # (it passes stamp on itself).
+# overwrite_results: let tables be written into a folder git tracks files in (harness/reporting/report.py refuse_tracked)
 CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "rehearse", "child_run", "stamp", "launcher",
-                          "hydra"})
+                          "hydra", "overwrite_results"})
 # Switches of one run, added only with +: +save_model=true exports the trained policy to <run_dir>/model at the end
 # (harness/tools/export.py). Unlike CONTROL_KEYS an experiment passes them on to every run it launches.
 RUN_SWITCHES = frozenset({"save_model"})
