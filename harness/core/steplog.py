@@ -6,7 +6,7 @@ resulting `StepStats` to each listener, `listener(ledger, stats)`. Listeners may
 `close(ledger)` (training is over).
 
     JsonlLog(run_dir)           run_dir/train_log.jsonl, one StepStats per line
-    Progress()                  one line per step on stdout
+    Progress()                  step lines on stdout: the first, one per 5% of the budget, the last
     Tracker(kind, run_dir)      TensorBoard or W&B, every StepStats against FLOPs
     EvalEvery(fraction, fn, m)  evaluates the model each time the budget crosses a multiple of fraction
                                 (the learning curve into ledger.evals; with rows=[...], e.g. token
@@ -66,19 +66,43 @@ class JsonlLog:
 PROGRESS_EXTRAS = ("loss", "kl", "policy_loss", "value_loss", "update_norm", "skipped")
 
 
-class Progress:
-    """One line per step on stdout: step, reward, FLOPs and budget share, train time and ETA, key extras."""
+LINES_PER_RUN = 20  # step lines a run prints: one per 1/20 of the budget, plus the first and the last
 
-    def __init__(self, prefix: str = ""):
-        self.prefix = prefix
+
+class Progress:
+    """Step lines on stdout: step, reward, FLOPs and budget share, train time and ETA, key extras.
+
+    One line for the first step, then one each time another 1/`lines` of the budget is spent, and the
+    last step's when training ends: a GRPO run of 266 steps printed 266 lines, most of a quickstart's
+    log, and now prints about 22. Every step stays in train_log.jsonl (JsonlLog)."""
+
+    def __init__(self, prefix: str = "", lines: int = LINES_PER_RUN):
+        self.prefix, self.lines = prefix, lines
+        self.shown, self.pending = -1, None  # the last budget slot printed; the last step's line if not printed
 
     def __call__(self, ledger: Ledger, s: StepStats) -> None:
         extras = " ".join(f"{k} {_fmt(s.extras[k])}" for k in PROGRESS_EXTRAS if s.extras.get(k) is not None)
         std = "" if s.reward_std is None else f" ± {s.reward_std:.3f}"
         of = f"/{int(ledger.limit)}" if ledger.kind == "updates" else ""
-        print(f"{self.prefix}step {s.step:4d}{of} | reward {_fmt(s.reward_mean)}{std} | {extras} | "
-              f"{s.flops:.3g} FLOPs, {s.samples} samples ({ledger.fraction:.0%} of the budget) | "
-              f"{s.wall_s:.1f} s{eta(s.wall_s, ledger.fraction)}", flush=True)
+        line = (f"{self.prefix}step {s.step:4d}{of} | reward {_fmt(s.reward_mean)}{std} | {extras} | "
+                f"{s.flops:.3g} FLOPs, {s.samples} samples ({ledger.fraction:.0%} of the budget) | "
+                f"{s.wall_s:.1f} s{eta(s.wall_s, ledger.fraction)}")
+        slot = math.floor(ledger.fraction * self.lines + 1e-9)
+        if slot <= self.shown:
+            self.pending = line
+            return
+        if self.shown < 0:
+            line += f" (a line per {1 / self.lines:.0%} of the budget and the last; every step: {LOG_NAME})"
+        self.shown, self.pending = slot, None
+        print(line, flush=True)
+
+    def restored(self, ledger: Ledger) -> None:
+        self.shown, self.pending = -1, None  # a resumed process says where it starts
+
+    def close(self, ledger: Ledger) -> None:
+        if self.pending:
+            print(self.pending, flush=True)
+            self.pending = None
 
 
 def eta(elapsed_s: float, fraction: float) -> str:
@@ -259,7 +283,7 @@ def make_ledger(budget_kind: str, limit: float | None, run_dir: Path, logger: st
         eval_fn: returns a dict of metrics for the model as it is (e.g. validation accuracy).
         eval_every_fraction: evaluate each time this share of the budget is spent (and at the end).
         model: the model `eval_fn` evaluates (switched to eval mode around it).
-        progress: print one line per step.
+        progress: print step lines (Progress: about 20 per run).
     """
     if limit is None:
         raise BudgetError(f"budget.kind={budget_kind} but budget.{budget_kind} is not set; "
