@@ -201,7 +201,11 @@ def write_folder(out_dir: Path, model, tokenizer_dir: str, card: str, licence_fi
             f.chmod(mode)
             fsync_file(f)
 
-    save_dir_atomic(out_dir, write)
+    try:
+        save_dir_atomic(out_dir, write)
+    except BaseException:  # a failed write leaves the old folder and nothing beside it
+        shutil.rmtree(out_dir.with_name(out_dir.name + ".tmp"), ignore_errors=True)
+        raise
 
 
 def export(run_dir: Path, out_dir: Path, dtype: str | None = None, force: bool = False,
