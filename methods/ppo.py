@@ -24,6 +24,12 @@ Departures from the paper's PPO baseline and from TRL's defaults (all deliberate
   pass over the prompts) instead of TRL's DataLoader shuffle, so a resumed run continues the same
   stream; and nothing draws from the global RNG between updates, so sampling resumes exactly.
 
+TRL defaults kept on purpose (conf/method/ppo.yaml says why, item by item): cliprange 0.2 (the policy's
+probability ratio is clipped at 1 +/- 0.2, as in GRPO), kl_estimator k1 (the KL enters the per-token reward as
+-kl_coef * log(pi / pi_ref), the RLHF PPO of Ziegler et al. 2019 and Ouyang et al. 2022), whiten_rewards False
+(the task's 0-1 reward keeps its scale against the KL penalty; advantages are whitened regardless),
+cliprange_value 0.2 (PPO2's value clipping), vf_coef 0.1, gamma 1, lam 0.95.
+
 Across processes (harness/core/distributed.py) each rank takes its slice of every global prompt batch
 and `_UpdateCost` gathers every rank's scored sequences before pricing the update. With
 method.peft=lora the policy trains LoRA adapters (priced by `lora_train_flops`; reference = adapters
