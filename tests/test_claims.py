@@ -458,7 +458,7 @@ def test_the_committed_ledger_is_what_the_committed_results_give(tmp_path):
 
 def test_the_claims_file_is_data_and_a_bad_entry_names_itself(tmp_path):
     """conf/claims.yaml declares the claims; an unknown rule or source fails naming the claim and the choices."""
-    assert [c.id for c in claims.load_claims()][:3] == ["Q1", "Q2", "Q3"] and len(claims.CLAIMS) == 20
+    assert [c.id for c in claims.load_claims()][:3] == ["Q1", "Q2", "Q3"] and len(claims.CLAIMS) == 21
     bad = tmp_path / "claims.yaml"
     bad.write_text("sources: {s: S}\nclaims:\n  - {id: X1, source: s, text: t, decide: {rule: avarage}}\n")
     with pytest.raises(ValueError, match="claim 'X1': no rule 'avarage'; one of averaged, boundary"):

@@ -84,10 +84,12 @@ def method_text(r) -> str:
     """The row's test, with what it rests on (discordant prompts, resamples)."""
     if r["pairing"] == MCNEMAR:
         return f"exact McNemar, {int(r['n_up'])} up / {int(r['n_down'])} down"
+    b = r.get("n_boot")
+    resamples = "" if b is None or isnan(b) else f", {int(b)} resamples"  # files before BH did not keep the count
     if r["pairing"] == BOOTSTRAP:
-        return f"paired bootstrap, {int(r['n_boot'])} resamples"
+        return f"paired bootstrap{resamples}"
     if r["pairing"] == CROSSED:
-        return f"crossed bootstrap of seeds and prompts, {int(r['n_boot'])} resamples"
+        return f"crossed bootstrap of seeds and prompts{resamples}"
     return "Student-t over seeds" if r["pairing"] == STUDENT else str(r["pairing"])
 
 
@@ -113,7 +115,7 @@ def multiplicity_head(df: pd.DataFrame) -> str:
             f"Nominal detections (p < {ALPHA:g}): {c['nominal']}; expected by chance if no difference were real: "
             f"{ALPHA:g} x m = {ALPHA * c['m']:.1f}; surviving Benjamini-Hochberg at q = {Q:g}: {c['bh']}. "
             "Below, \"detected\" means BH-surviving and \"nominal only\" a p < 0.05 that does not survive.")
-    boot = df[df["pairing"].isin(RESAMPLED)] if "n_boot" in df else df.iloc[:0]
+    boot = df[df["pairing"].isin(RESAMPLED) & df["n_boot"].notna()] if "n_boot" in df else df.iloc[:0]
     if boot.empty:
         return text + " No row here is bootstrapped (McNemar and Student-t rows have no Monte-Carlo error)."
     pct = boot["metric"].map(is_percent).astype(bool)
@@ -153,12 +155,13 @@ def _line(r, note: str | None = None) -> str:
     p = p if p.startswith("<") else "= " + p
     how = f"{method_text(r)}, {n_text(r)}; p {p}, BH-adjusted p = {p_text(r['p_bh'])}" + (f"; {note}" if note else "")
     who = f"- {r['model']}, {r['metric']}: {r['comparison']}"
+    if r["result"] == DESCRIPTIVE:
+        shown = "" if isnan(r["p_value"]) else f"; p {p}"
+        return f"{who}: {interval(r)} ({method_text(r)}, {n_text(r)}{shown}; descriptive, not a test).\n"
     if isnan(r["p_value"]):
         return f"{who}: {r['result']}.\n"
     if r["result"] == DETECTED:
         return f"{who} differs by {interval(r)} ({how}).\n"
-    if r["result"] == DESCRIPTIVE:
-        return f"{who}: {interval(r)} ({method_text(r)}, {n_text(r)}; p {p}; descriptive, not a test).\n"
     return f"{who}: {r['result']}, {interval(r)} ({how}).\n"
 
 
@@ -222,7 +225,13 @@ def _by_result(df: pd.DataFrame, prefix: str = "") -> str:
     if not desc.empty:
         text += (f"\n## {prefix}Descriptive (prompt-level rows of multi-seed comparisons; the seed-level row above "
                  "is the test)\n\n" + "".join(_line(r) for _, r in desc.iterrows()))
-    rest = df[df["p_value"].isna()]
+    rest = df[df["p_value"].isna() & (df["result"] != DESCRIPTIVE)]
+    uncorrected = rest["result"].astype(str).str.startswith("uncorrected")
+    if uncorrected.any():
+        text += (f"\n## {prefix}Uncorrected (an interval without a p: not a test, not in m)\n\n"
+                 + "".join(f"- {r['model']}, {r['metric']}: {r['comparison']}: {interval(r)} ({n_text(r)}); "
+                           f"{r['result']}.\n" for _, r in rest[uncorrected].iterrows()))
+    rest = rest[~uncorrected]
     untestable = rest["result"].astype(str).str.startswith("not testable")
     for name, rows in (("Not testable", rest[untestable]), ("Not paired", rest[~untestable])):
         if not rows.empty:
