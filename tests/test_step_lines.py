@@ -35,3 +35,10 @@ def test_a_run_that_stops_early_still_prints_its_last_step(capsys):
     ledger.close()
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("|")[0].strip() for line in lines] == ["step    1/1000", "step    7/1000"]
+
+
+def test_the_experiment_line_gives_overall_progress_and_an_eta():
+    from harness.core.progress import experiment_progress
+    assert experiment_progress(0, 11, 0, 2.0) == " | experiment: 0 of 11 runs finished, 2 s in"  # no ETA before a run
+    assert experiment_progress(5, 11, 3, 360.0) == " | experiment: 5 of 11 runs finished, 6 min in, ETA 12 min"
+    assert "ETA" not in experiment_progress(11, 11, 11, 60.0)  # nothing left

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 from hydra import compose
@@ -285,6 +286,7 @@ def analyse_experiment(root: Path, out: Path, cfg: DictConfig) -> None:
     """What training did to each model (harness/analysis/), into the tables folder; never fails the experiment."""
     from harness.analysis.report import analyse
 
+    print(f"analysis: what training did to each run's weights, into {out}/ (can take minutes)", flush=True)
     try:
         summary = analyse(root, out, analysis_config(cfg.get("analysis")))
         print(f"analysis: {out / 'analysis.md'} ({len(summary['runs'])} runs; "
@@ -396,6 +398,8 @@ def run_experiment(cfg: DictConfig) -> int:
     if not runs:
         raise ExperimentError(f"experiment group {cfg.group} has no cells or grids; add cells: or grids:")
     todo = selected(runs, cfg.get("run_index"))
+    if not (cfg.get("child_run") or cfg.get("dry_run")):  # composing and checking every run takes seconds to a minute
+        print(f"experiment {cfg.group}: {len(todo)} of {len(runs)} runs; checking each run's config", flush=True)
     cli = _cli(cfg)
     children = compose_runs(todo, cli)
     if cfg.get("dry_run"):  # every config composed and checked as above; the methods are built when it runs
@@ -422,27 +426,32 @@ def run_experiment(cfg: DictConfig) -> int:
 def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun], children: dict, cli: list[str],
                   root: Path, declared: dict | None = None) -> int:
     from harness.core.distributed import is_main_process, world_size
+    from harness.core.progress import experiment_progress
     from harness.reporting.report import write_report
     from harness.runner.run import run_one
 
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
     if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/core/distributed.py)
         write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
-    failed = []
+    failed, t0, ran = [], time.time(), 0
     for r in todo:
         run_dir = root / r.key
         head = f"[{r.index + 1}/{len(runs)}] {r.model or ''} seed={r.seed} {r.label}"
         if r.index in done:
             print(f"{head}: done already ({run_dir / RECORD_NAME}), skipped", flush=True)
             continue
-        if len(todo) > 1 and world_size() == 1:  # the child prints its own head line
+        # a child or a +run_index job has one run: the overall line is its parent's
+        overall = experiment_progress(len(done) + ran, len(todo), ran, time.time() - t0) if len(todo) > 1 else ""
+        ran += 1
+        if len(todo) > 1 and world_size() == 1:  # the child prints its own head line once it has loaded
+            print(f"{head}: starting in its own process{overall}", flush=True)
             rc = _in_own_process(cli, r)
             if rc:
                 failed.append((r, _failure(run_dir, rc)))
                 if rc < 0:
                     mark_killed(run_dir, failed[-1][1])
             continue
-        print(head, flush=True)
+        print(head + overall, flush=True)
         meta = {"label": r.label, "cell": r.cell, "column": r.column, "grid": r.grid, "point": r.point,
                 "model_key": r.model, "run_index": r.index, "run_key": r.key, "experiment_stamp": str(cfg.stamp),
                 "declared": declared}
@@ -454,6 +463,7 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
     if not is_main_process() or cfg.get("child_run"):  # rl: rank 0 writes the tables; a child: its parent does
         return len(failed)
     out = Path(cfg.results_dir) / cfg.group
+    print(f"tables: writing {out}/ from the records in {root}", flush=True)
     write_report(root, out)
     print((out / "table.md").read_text())
     print(f"records: {root}\ntables: {out}/")
