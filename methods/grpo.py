@@ -106,8 +106,8 @@ from harness.core.flops import (completion_train_flops, generation_flops, lora_c
 from harness.core.gpu_memory import dtype_bytes
 from harness.core.policy import Policy
 from methods.base import ConfiguredMethod
-from methods.grpo_config import (GRPO_FACTS, LOSS_TYPES, GRPOMethodConfig, grpo_memory,  # noqa: F401 - light
-                                 micro_batches)
+from methods.grpo_config import (GRPO_FACTS, LOSS_TYPES, DAPOMethodConfig, DrGRPOMethodConfig,  # noqa: F401
+                                 GRPOMethodConfig, GSPOMethodConfig, grpo_memory, micro_batches)
 from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
 from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
 from methods.trl_prompts import trl_text_prompts
@@ -250,6 +250,33 @@ class _ISLoggingGRPOTrainer(GRPOTrainer):
 
 def _request_save(control, state) -> None:
     control.should_save = True  # TRL saves after logging the step; LedgerCallback.on_save adds the ledger
+
+
+FAMILY_OPTIONS = ("epsilon_high", "importance_sampling_level", "scale_rewards", "mask_truncated_completions")
+
+
+class TRLOptionError(ValueError):
+    """A GRPO-family option the installed TRL's GRPOConfig does not have."""
+
+
+def family_options(cfg: GRPOMethodConfig, available=None, version: str | None = None) -> dict:
+    """GRPOConfig keywords of the GRPO family's options (Dr. GRPO, DAPO, GSPO: methods/grpo_config.py), each
+    passed as set (TRL's defaults for GRPO). An option the installed TRL lacks is refused in one line when set
+    away from GRPO's default, and left out otherwise. `available`/`version`: GRPOConfig's fields and TRL's
+    version (the installed ones unless a test says otherwise)."""
+    import trl
+    available = GRPOConfig.__dataclass_fields__ if available is None else available
+    version = version or trl.__version__
+    grpo = GRPOMethodConfig.__dataclass_fields__
+    out = {}
+    for name in FAMILY_OPTIONS:
+        value = getattr(cfg, name)
+        if name in available:
+            out[name] = value
+        elif value != grpo[name].default:
+            raise TRLOptionError(f"method.{name}={value!r} needs GRPOConfig.{name}, which TRL {version} lacks; "
+                                 f"install trl==1.12.0 (constraints.txt) or set method.{name}={grpo[name].default!r}")
+    return out
 
 
 class GRPO(ConfiguredMethod):
@@ -427,7 +454,7 @@ class GRPO(ConfiguredMethod):
             per_device_train_batch_size=micro, gradient_accumulation_steps=gas,  # steps_per_generation follows it
             num_generations=cfg.num_generations, max_completion_length=max_completion_length,
             temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
-            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon,
+            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **family_options(cfg),
             # explicit, against TRL's default (True): not part of GRPO; only read by TRL when use_vllm
             vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
             **vllm,
@@ -443,3 +470,27 @@ class GRPO(ConfiguredMethod):
         return sum(parts.values())
 
 
+# ---- the GRPO family (conf/method/dr_grpo.yaml, dapo.yaml, gspo.yaml): GRPO's trainer and ledger unchanged, with
+# GRPOConfig's own options set as each paper defines them (methods/grpo_config.py); a name of their own in records
+class DrGRPO(GRPO):
+    """Dr. GRPO (Liu et al. 2025): no per-sequence length or group-std normalisation, no KL."""
+
+    name = "dr_grpo"
+    config_class = DrGRPOMethodConfig
+    facts = GRPO_FACTS
+
+
+class DAPO(GRPO):
+    """DAPO (Yu et al. 2025): clip-higher, token-level loss, overlong filtering, no KL."""
+
+    name = "dapo"
+    config_class = DAPOMethodConfig
+    facts = GRPO_FACTS
+
+
+class GSPO(GRPO):
+    """GSPO (Zheng et al. 2025): sequence-level importance ratio and clipping, no KL."""
+
+    name = "gspo"
+    config_class = GSPOMethodConfig
+    facts = GRPO_FACTS

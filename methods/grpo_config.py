@@ -11,6 +11,8 @@ from methods.config_common import plain_engine
 from methods.lora_config import LoraSettings, check_peft
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo")
+IS_LEVELS = ("token", "sequence")
+SCALE_REWARDS = ("group", "batch", "none")
 
 
 @dataclass
@@ -33,6 +35,15 @@ class GRPOMethodConfig:
     num_iterations: int = field(default=1, metadata={
         "help": "Updates per generated batch (mu). Above 1, each batch also pays an old-log-prob forward."})
     epsilon: float = field(default=0.2, metadata={"help": "Clipping range of the probability ratio."})
+    # GRPOConfig's own options for the GRPO family (conf/method/dr_grpo.yaml, dapo.yaml, gspo.yaml); TRL's defaults
+    epsilon_high: float | None = field(default=None, metadata={
+        "help": "Upper clipping range of the ratio (DAPO's clip-higher); null: epsilon (symmetric)."})
+    importance_sampling_level: str = field(default="token", metadata={
+        "help": "token: per-token ratios (GRPO); sequence: one length-normalised ratio per sequence (GSPO)."})
+    scale_rewards: str = field(default="group", metadata={
+        "help": "Advantage scaling: group (divide by the group's std, GRPO), batch, or none (Dr. GRPO)."})
+    mask_truncated_completions: bool = field(default=False, metadata={
+        "help": "Leave completions cut at max_completion_length out of the loss (DAPO's overlong filtering)."})
     gradient_accumulation_steps: int = field(default=1, metadata={
         "help": "Split each step's batch into this many micro-batches (memory only: same update, same FLOPs)."})
     micro_batch_size: int | None = field(default=None, metadata={
@@ -84,6 +95,15 @@ class GRPOMethodConfig:
         if self.checkpoint_every < 0 or self.checkpoint_every % self.num_iterations:
             raise ValueError(f"method.checkpoint_every={self.checkpoint_every} must be 0 (no checkpoints) or a "
                              f"positive multiple of method.num_iterations={self.num_iterations}")
+        if self.importance_sampling_level not in IS_LEVELS:
+            raise ValueError(f"method.importance_sampling_level={self.importance_sampling_level!r} is not supported; "
+                             f"use one of {', '.join(IS_LEVELS)}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"method.scale_rewards={self.scale_rewards!r} is not supported; "
+                             f"use one of {', '.join(SCALE_REWARDS)}")
+        if not self.epsilon > 0 or (self.epsilon_high is not None and not self.epsilon_high > 0):
+            raise ValueError(f"method.epsilon={self.epsilon} and method.epsilon_high={self.epsilon_high} must be > 0 "
+                             "(epsilon_high null: the same as epsilon; DAPO: 0.2 and 0.28)")
         if self.vllm_importance_sampling_correction and (self.engine or {}).get("name", "hf") != "vllm":
             raise ValueError("method.vllm_importance_sampling_correction=true corrects vLLM's sampling log-probs, "
                              "but engine is not vllm (the policy samples itself: nothing to correct); set it false "
@@ -163,6 +183,44 @@ GRPO_FACTS = MethodFacts(
     memory=grpo_memory)
 
 
+# ---- the GRPO family: GRPO with GRPOConfig's own options set as each paper defines them ----
+# Each is GRPO's class under its own name (methods/grpo.py), so records and tables tell them apart; the
+# conf/method/<name>.yaml writes these defaults out (tests/test_defaults.py), and says where each comes from.
+def _default(name: str, value):
+    """GRPOMethodConfig's field `name` with another default and the same help text (--help, error messages)."""
+    return field(default=value, metadata=GRPOMethodConfig.__dataclass_fields__[name].metadata)
+
+
+@dataclass
+class DrGRPOMethodConfig(GRPOMethodConfig):
+    """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training"): conf/method/dr_grpo.yaml."""
+
+    beta: float = _default("beta", 0.0)
+    loss_type: str = _default("loss_type", "dr_grpo")
+    scale_rewards: str = _default("scale_rewards", "none")
+
+
+@dataclass
+class DAPOMethodConfig(GRPOMethodConfig):
+    """DAPO (Yu et al. 2025): conf/method/dapo.yaml."""
+
+    beta: float = _default("beta", 0.0)
+    loss_type: str = _default("loss_type", "dapo")
+    epsilon_high: float | None = _default("epsilon_high", 0.28)
+    mask_truncated_completions: bool = _default("mask_truncated_completions", True)
+
+
+@dataclass
+class GSPOMethodConfig(GRPOMethodConfig):
+    """GSPO (Zheng et al. 2025, Group Sequence Policy Optimization): conf/method/gspo.yaml."""
+
+    beta: float = _default("beta", 0.0)
+    importance_sampling_level: str = _default("importance_sampling_level", "sequence")
+    epsilon: float = _default("epsilon", 3e-4)
+    epsilon_high: float | None = _default("epsilon_high", 4e-4)
+
+
 # methods/grpo.py's method classes -> their config and facts (methods/config_common.py)
-METHOD_CONFIGS = {"GRPO": GRPOMethodConfig}
-METHOD_FACTS = {"GRPO": GRPO_FACTS}
+METHOD_CONFIGS = {"GRPO": GRPOMethodConfig, "DrGRPO": DrGRPOMethodConfig, "DAPO": DAPOMethodConfig,
+                  "GSPO": GSPOMethodConfig}
+METHOD_FACTS = {name: GRPO_FACTS for name in METHOD_CONFIGS}
