@@ -135,7 +135,8 @@ def _config_labels(records: list[Record]) -> dict[int, str]:
         keys = sorted({k for a in ran for b in ran for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
         for rec, cfg in zip(recs, ran):
             if keys:
-                shown = ", ".join(f"{k}={cfg.get(k)}" for k in keys[:SHOWN_KEYS]) + (", ..." if len(keys) > SHOWN_KEYS else "")
+                more = ", ..." if len(keys) > SHOWN_KEYS else ""
+                shown = ", ".join(f"{k}={cfg.get(k)}" for k in keys[:SHOWN_KEYS]) + more
                 out[id(rec)] = f"{rec.label or rec.method} ({shown})"
     return out
 
@@ -212,7 +213,8 @@ def runs_frame(manifest: Manifest | None, records: list[Record]) -> pd.DataFrame
         current = latest[run_identity(rec)]
         if current is not rec:
             row = _row(_identity_of_record(rec), rec)  # named by its run folder: runs.csv keeps no absolute path
-            rows.append({**row, "status": SUPERSEDED, "key": row["key"] or _folder(rec), "superseded_by": _folder(current)})
+            rows.append({**row, "status": SUPERSEDED, "key": row["key"] or _folder(rec),
+                         "superseded_by": _folder(current)})
         elif rec.run_key is None or rec.run_key not in used:
             ident = _identity_of_record(rec)
             if id(rec) in labels:  # the label is the cell of an unplanned record: both carry the config

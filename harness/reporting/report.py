@@ -378,8 +378,8 @@ def write_split(root: Path, out_dir: Path, select_by: str | None, title: str, ag
         parts.append(f"{body}\n(every table and plot of this pair: {name}/)\n")
     for stale in TABLE_FILES:  # left by an earlier report of one pair: it no longer describes this folder
         (out_dir / stale).unlink(missing_ok=True)
-    write_text_atomic(out_dir / "table.md", f"# {title}: {len(pairs)} models or tasks, one table each "
-                                            "(runs of different models or tasks are never pooled)\n\n" + "\n".join(parts))
+    head = f"# {title}: {len(pairs)} models or tasks, one table each (runs of different models or tasks are never pooled)"
+    write_text_atomic(out_dir / "table.md", f"{head}\n\n" + "\n".join(parts))
     _csv(agg["runs"], out_dir / "runs.csv")
     agg["split"] = [pair_folder(*p) for p in pairs]
     return agg

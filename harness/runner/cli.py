@@ -189,5 +189,6 @@ def _dispatch(cfg: DictConfig) -> None:
     out = Path(cfg.results_dir) / cfg.group
     print(rebuild(Path(cfg.runs_dir) / cfg.group, out, title=cfg.group))
     split = sorted(p.name for p in out.iterdir() if (p / "table.md").is_file())  # one folder per model and task
-    files = f"table.md; one folder per model and task: {', '.join(split)}" if split else "table.md, table.csv, passk.png"
+    files = (f"table.md; one folder per model and task: {', '.join(split)}" if split
+             else "table.md, table.csv, passk.png")
     print(f"record: {run_dir / RECORD_NAME}\ntables: {out}/ ({files})")
