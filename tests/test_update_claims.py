@@ -78,8 +78,12 @@ def test_range_multiple_is_the_median_of_the_largest_abs_normal():
 
 def test_the_walk_null_has_no_power_at_these_iteration_counts():
     # a perfect signal (rho = 1) moves the drift ratio by sqrt(1 + T N / d): zoo-1m needs 1,013 updates, SmolLM2 181,147
-    assert power(46, 30, 752_128)[1] == 1013 and power(46, 30, 752_128)[0] == math.sqrt(1 + 46 * 30 / 752_128)
-    assert power(2, 30, 134_515_008)[1] == 181_147       # ceil(0.0404 x 134,515,008 / 30)
+    fixed = power(46, 30, 752_128, adaptive=False)
+    assert fixed[1] == 1013 and fixed[0] == math.sqrt(1 + 46 * 30 / 752_128)
+    assert power(2, 30, 134_515_008, adaptive=False)[1] == 181_147       # ceil(0.0404 x 134,515,008 / 30)
+    # a signal that aligns each step with the displacement so far: ceil((0.75 x 0.0404)^2 x d / N)
+    assert power(2, 30, 134_515_008)[1] == 4117 and power(46, 30, 752_128)[1] == 24
+    assert power(46, 30, 752_128)[0] == math.sqrt(1 + 4 / 3 * math.sqrt(46 * 30 / 752_128))
     walked = run("ES", 0, 1, 0, 0.52, True)
     walked["null"]["walk"] = {"t": 2, "n": 30}
     walked["null"]["n_updated"] = 134_515_008

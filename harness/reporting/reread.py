@@ -84,7 +84,8 @@ def reread(folder: Path, experiment: str | None = None) -> str:
                      if r["pairing"] not in (STUDENT, "none")]
             continue
         for r in group.to_dict("records"):
-            if r["pairing"] != "none" and (isinstance(r["p_value"], float) and math.isnan(r["p_value"])):
+            if (r["pairing"] != "none" and isinstance(r["p_value"], float) and math.isnan(r["p_value"])
+                    and not str(r["result"]).startswith("uncorrected")):
                 r = {**r, "result": UNCORRECTED.format(was=r["result"])}
             rows.append(r)
     if missing:
