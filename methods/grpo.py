@@ -55,7 +55,9 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
   k3 KL estimator with TRL's importance-sampling bias correction); the learning rate is constant
   because the run length is set by the ledger, not by a step count.
 - loss_type="grpo" (per-sequence length normalisation, the original GRPO objective), not TRL's
-  default "dapo"; "dr_grpo" and "dapo" are available.
+  default "dapo". The GRPO family ships as config over GRPOConfig's own options, each a method of its own name
+  on this trainer and ledger: method=dr_grpo, dapo, gspo (conf/method/*.yaml name the option each sets;
+  methods/grpo_config.py); an option the installed TRL lacks is refused in one line naming it and the version.
 - Per-step batch shape (prompts_per_step x num_generations) is a harness choice; the paper's group
   sizes 8 and 30 are both reachable through num_generations.
 - max_completion_length defaults to the task's max_new_tokens, the length used at evaluation.
