@@ -5,10 +5,13 @@
   except that a bare number is read whole (`\\boxed 42` is 42).
 - `sides(answer)`: the sides of a relation written at the top level of an answer (`=`, `\\approx`,
   `\\sim`, ...), so a grader can ask each of them: `\\boxed{5 = 3}` states both 5 and 3.
-- A hedge, two answers offered at once ("18 or 19", "answer: 18, 19 or 20", `\\boxed{\\pm 18}`,
-  `3 \\vee 5`), is no answer: the graders score it 0 rather than pick one side. `hedge_after` and
-  `hedge_before` find "or" between plain numbers, `hedged_latex` finds it in a box, `hedged_line`
-  in an unboxed answer line ("or" before a value: "3 or 5", not "3, or equivalently 3.0").
+- A hedge, two answers offered at once ("18 or 19", "18, 19", "18 or maybe 19", "18 ± 1", "answer:
+  18, 19 or 20", `\\boxed{\\pm 18}`, `3 \\vee 5`, `3 \\to 5`, `3 \\\\ 5`), or a denied one ("The answer
+  is not 18."), is no answer: the graders score it 0 rather than pick one side. `hedge_after` and
+  `hedge_before` find alternatives around plain numbers, `negated` a "not" before one,
+  `hedged_latex` alternatives in a box, `hedged_line` in an unboxed answer line ("or" before a
+  value: "3 or 5", not "3, or equivalently 3.0"; "not" before the first value).
+- `top_level_comma` reads a thousands comma (`10,\\!080`) as part of one number, not a list.
 
 Every function here is linear in its input (the regexes cannot backtrack beyond a bounded window).
 
@@ -20,15 +23,23 @@ import re
 
 RELATIONS = frozenset({"approx", "simeq", "sim", "equiv", "cong", "doteq", "approxeq",
                        "thickapprox", "eqsim"})
-HEDGE_COMMANDS = ("\\vee", "\\lor")  # math-verify reads `3 \vee 5` as 5
+# math-verify reads `3 \vee 5` as 5, `3 \to 5` and `3 \\ 5` (a line break) as 5 too
+HEDGE_COMMANDS = ("\\vee", "\\lor", "\\to", "\\rightarrow", "\\Rightarrow", "\\implies",
+                  "\\mapsto", "\\longrightarrow")
 SIGNED = ("\\pm", "\\mp")
 MINUS_SIGNS = "-\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d"  # hyphen-minus, hyphens, dashes, minus
 WINDOW = 200  # characters around a number that a hedge is looked for in
 _NUM = r"[$]?\d[\d.]*"  # no commas: a comma is only ever a separator here, so nothing backtracks
-_HEDGE_AFTER = re.compile(r"(?:\s*,\s*" + _NUM + r")*\s*(?:,\s*)?(?:or|and/or)\s+[" + MINUS_SIGNS
-                          + r"]?\$?\d", re.I)
+# After a number: a list ("18, 19", "18; 19"), "or"/"and"/"to" and, within a few words, another
+# number ("18 or maybe 19"; "18 to 19", "18 and 19" with no word between), or a margin ("18 ± 1", "18 +/- 1"). Bounded by WINDOW.
+_HEDGE_AFTER = re.compile(r"\s*[,;]\s*[" + MINUS_SIGNS + r"]?\$?\d|(?:\s*,\s*" + _NUM
+                          + r")*\s*(?:,\s*)?(?:\b(?:or|and/or)\b[^\d\n]{0,24}?|\b(?:and|to)\s+)\$?\d"
+                          r"|\s*(?:\u00b1|\u2213|\+\s*/\s*-|\+-|\\pm|\\mp)\s*\$?\d", re.I)
+# Before a number: a negation on its line ("The answer is not 18.", "#### not 18").
+_NEGATED = re.compile(r"(?:\bnot\b|n't\b|\bnever\b)[^\d\n]{0,24}$", re.I)
 _HEDGE_BEFORE = re.compile(r"\d\s*(?:,\s*)?\b(?:or|and/or)\s+\$?$", re.I)
 _OR = re.compile(r"\bor\b", re.I)
+_NOT = re.compile(r"^[^\d\n]{0,40}?(?:\bnot\b|n't\b)", re.I)  # "is not 18.", not "18, not 19"
 _OR_VALUE = re.compile(r"\bor\s+\$?(?:[-\d\\(\u2212]|[a-z]\s*=)", re.I)  # "or 5", "or x = 5"
 _DECIMALS = re.compile(r"\.(\d+)")
 _BARE_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -105,10 +116,14 @@ def is_name(side: str) -> bool:
     return bool(side) and not any(c.isdigit() for c in side)
 
 
+_THOUSANDS = re.compile(r"(?<=\d),(?:\\!)?(?=\d{3}(?!\d))")  # 10,\!080 and 32,348: one number
+
+
 def top_level_comma(answer: str) -> bool:
-    """True when the answer is a list (`1, 2`), not one value or a tuple `(3, \\frac{\\pi}{2})`."""
+    """True when the answer is a list (`1, 2`), not one value (`10,\\!080`: a thousands comma) or
+    a tuple `(3, \\frac{\\pi}{2})`."""
     depth = 0
-    for c in answer:
+    for c in _THOUSANDS.sub("", answer):
         if c in "([{":
             depth += 1
         elif c in ")]}":
@@ -128,12 +143,15 @@ def hedged_latex(answer: str, signs: bool = False) -> bool:
     """True when a boxed answer or an answer line offers alternatives: the word "or", \\vee, \\lor
     (and \\pm, \\mp when `signs`: for a grader whose answers are single numbers)."""
     marks = HEDGE_COMMANDS + (SIGNED if signs else ())
-    return any(m in answer for m in marks) or bool(_OR.search(answer))
+    rows = "\\\\" in answer and "\\begin" not in answer  # `3 \\ 5`; a matrix's rows are no hedge
+    return rows or any(m in answer for m in marks) or bool(_OR.search(answer))
 
 
 def hedged_line(line: str) -> bool:
-    """True when an unboxed answer line offers alternatives: "or" before a value, \\vee, \\lor."""
-    return any(m in line for m in HEDGE_COMMANDS) or bool(_OR_VALUE.search(line))
+    """True when an unboxed answer line offers alternatives ("or" before a value, \\vee, \\lor, \\to)
+    or denies its value ("is not 18")."""
+    return any(m in line for m in HEDGE_COMMANDS) or bool(_OR_VALUE.search(line)) \
+        or bool(_NOT.match(line))
 
 
 def answer_line(text: str) -> str:
@@ -149,6 +167,11 @@ def answer_line(text: str) -> str:
 def hedge_after(text: str, end: int) -> bool:
     """True when the number ending at `end` is followed by alternatives: "18 or 19", "18, 19 or 20"."""
     return _HEDGE_AFTER.match(text[end:end + WINDOW]) is not None
+
+
+def negated(text: str, start: int) -> bool:
+    """True when the number starting at `start` is denied on its line: "The answer is not 18."."""
+    return _NEGATED.search(text[max(0, start - 40):start]) is not None
 
 
 def hedge_before(text: str, start: int) -> bool:

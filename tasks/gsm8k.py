@@ -17,16 +17,22 @@ hand-judged corpus). In order, the first rule that yields a number (or a hedge) 
    as one numeral, never added up: "#### nine nine" is no number, tasks/numerals.py);
 2. the number after the last "the answer is" / "answer:" phrase, on that line ("The answer is 64
    dollars for 16 glasses." is 64), unless it starts an expression ("answer: 3 + 4 = 7");
-3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guards, time
-   limit and per-call budget as MATH-500 (tasks/judge/bounded.py: the same answer on any thread);
+3. math-verify on the end of the completion, for \\boxed{} and LaTeX, under the same guards and
+   per-completion time slice as MATH-500 (tasks/judge/bounded.py: the same answer on any thread,
+   in any batch); a box is the answer: one refused, unreadable or past 2^1024 (`\\boxed{2^{1024}}`,
+   `\\boxed{9999!}`) is no answer, and rule 4 never reads a number out of it;
 4. the last number in the completion.
-A hedge is no answer and scores 0, it does not pick a side: "#### 18 or 19", "answer: 18, 19 or
-20", "It is 18 or 19." and `\\boxed{\\pm 18}` (tasks/answers.py). Numbers may carry thousands
+A hedge is no answer and scores 0, it does not pick a side: "#### 18 or 19", "#### 18, 19",
+"#### 18 or maybe 19", "#### 18 ± 1", "answer: 18, 19 or 20", "The answer is not 18.", "It is 18
+or 19.", `\\boxed{\\pm 18}`, `\\boxed{3 \\to 5}`, `\\boxed{3 \\\\ 5}` (tasks/answers.py). A completion
+whose time slice runs out scores 0 and has no answer, whatever its neighbours in the call. Numbers may carry thousands
 separators (commas or spaces: "70,000", "70 000"), a `$`, decimals ("5.00"), an exponent ("18e5" is
 1,800,000) and a fraction bar ("36/2" is 18, never 36); a Unicode minus or dash before a number is
 a minus sign ("#### −18" is -18). Values are exact: against an integer gold the prediction must be
 that integer ("5.00" matches gold "5", "17.9999999" does not match 18); a non-integer gold matches
-within `tolerance` (task YAML). Every rule is linear in the completion's length.
+within `tolerance` (task YAML); a value past 2^1024 is no answer. `extract_answer` spells the
+value exactly ("18.00000000001", "1/3"), so maj@k votes over the values the judge compares. Every
+rule is linear in the completion's length; no string makes a grader raise.
 
     python -m pytest tests/test_task_gsm8k.py -q
 """
@@ -38,7 +44,8 @@ from fractions import Fraction
 
 import datasets
 
-from tasks.answers import MINUS_SIGNS, hedge_after, hedge_before, hedged_latex, last_boxed
+from tasks.answers import (MINUS_SIGNS, hedge_after, hedge_before, hedged_latex, last_boxed,
+                           negated)
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, load_hub, read_jsonl,
                         row_error, user_path)
 from tasks.judge import bounded
@@ -57,13 +64,18 @@ _UNSIGNED = (r"\$?(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:" + _SPACE + r"\d{3})
              r"(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 _NUMBER = re.compile(r"(?:(?<![\w)\]])[" + MINUS_SIGNS + r"])?(?<![\d.])" + _UNSIGNED
                      + r"(?:\s*/\s*(" + _UNSIGNED + r"))?(?![\d])")
-_PHRASE = re.compile(r"\banswer\b\**\s*(?:is\b|was\b|:|=)", re.I)
+_PHRASE = re.compile(r"\banswer\b\**\s*(?:is(?:\b|(?=n't))|was(?:\b|(?=n't))|:|=)", re.I)  # isn't: negated
 _OPERATOR_NEXT = re.compile(r"\s*[+*/x\u00d7=" + MINUS_SIGNS + r"]\s*\$?\d")  # "answer: 3 + 4 = 7"
 _DIGIT = re.compile(r"\d")  # a quick look before _NUMBER, which tries every position
 _SEPARATORS = re.compile(r"[,$\s\u00a0\u2009\u202f]")
 MATH_VERIFY_CHARS = 1000  # math-verify reads only the end of a completion: bounded time
 MAX_DIGITS = 300  # a longer "number" (or exponent past 10^300) is no answer
 HEDGE = "hedge"  # what a rule returns for "18 or 19": no answer, and no later rule is asked
+# A list in a box (`\boxed{18, 19}`): a comma not followed by a thousands group (`10,\!080`).
+_BOX_LIST = re.compile(r",(?!(?:\\!)?\d{3}(?!\d))")
+# A box math-verify cannot read is read only when it holds one plain number and no operator
+# (`\boxed{18 \text{ eggs}}`), never `\boxed{2^{1024}}` as 1024 or `\boxed{9999!}` as 9999.
+_BOX_WORDS = re.compile(r"\\(?:text|mbox|textbf|mathrm)\{[^{}]*\}|\\[$,!;%]|[$%\s]|\.$")
 
 
 def _exact(text: str) -> Fraction | None:
@@ -74,7 +86,8 @@ def _exact(text: str) -> Fraction | None:
     mantissa, _, exponent = s.replace("E", "e").partition("e")
     if len(mantissa) > MAX_DIGITS or len(exponent) > 4 or abs(int(exponent or 0)) > MAX_DIGITS:
         return None
-    return sign * Fraction(mantissa) * Fraction(10) ** int(exponent or 0)
+    value = sign * Fraction(mantissa) * Fraction(10) ** int(exponent or 0)
+    return value if abs(value) < bounded.OVERFLOW else None  # past every float: no answer
 
 
 def _value(match: re.Match) -> Fraction | None:
@@ -85,7 +98,8 @@ def _value(match: re.Match) -> Fraction | None:
     numerator, denominator = (_exact(x) for x in whole.rsplit("/", 1))
     if numerator is None or not denominator:
         return None
-    return numerator / denominator
+    value = numerator / denominator
+    return value if abs(value) < bounded.OVERFLOW else None
 
 
 def _first(line: str):
@@ -96,14 +110,18 @@ def _first(line: str):
         return HEDGE if hedged else (None if value is None else Fraction(value))
     if _OPERATOR_NEXT.match(line, m.end()):
         return None  # "answer: 3 + 4 = 7" is working, not the answer
-    return HEDGE if hedge_after(line, m.end()) else _value(m)
+    return HEDGE if hedge_after(line, m.end()) or negated(line, m.start()) else _value(m)
 
 
 def _marker_answer(text: str):
-    """Rule 1: the number on the first non-blank line after the last `####`."""
+    """Rule 1: the number on the first non-blank line after the last `####` (a box there is read
+    by rule 3: `#### \\boxed{2^{1024}}` is no answer, not 2)."""
     line = text.rsplit("####", 1)[1].lstrip().split("\n", 1)[0]
+    if "\\boxed" in line or "\\fbox" in line:
+        found = _math_verify_answer(line)
+        return HEDGE if found is None else found
     m = _NUMBER.search(line) if _DIGIT.search(line) else None
-    if m is not None and hedge_after(line, m.end()):
+    if m is not None and (hedge_after(line, m.end()) or negated(line, m.start())):
         return HEDGE
     found = _value(m) if m else None
     if found is not None:
@@ -117,23 +135,34 @@ def _phrase_answer(text: str):
     last = None
     for last in _PHRASE.finditer(text):
         pass
-    return None if last is None else _first(text[last.end():].split("\n", 1)[0])
+    if last is None:
+        return None
+    line = text[last.end():].split("\n", 1)[0]
+    if "\\boxed" in line or "\\fbox" in line:
+        return None  # "The answer is $\\boxed{2^{1024}}$": the box is the answer (rule 3), not 2
+    return _first(line)
 
 
 def _math_verify_answer(text: str):
     """Rule 3: math-verify on the end of the text, for LaTeX answers (\\boxed{}, \\frac{}{}).
 
-    Plain text is left to rule 4: math-verify reads "3,4" as 3.4, and costs milliseconds.
+    Plain text is left to rule 4: math-verify reads "3,4" as 3.4, and costs milliseconds. A box is
+    the answer: one that is refused, too large (`\\boxed{2^{1024}}`) or unreadable is no answer,
+    never a number read out of it by rule 4.
     """
     if "\\" not in text:
         return None
     tail = text[-MATH_VERIFY_CHARS:]
     boxed = last_boxed(tail)
-    if boxed is not None and hedged_latex(boxed, signs=True):
-        return HEDGE  # \boxed{\pm 18}, \boxed{18 \text{ or } 19}
-    if bounded.refuse(tail):  # the same guards, limit and budget as MATH-500 (tasks/judge/bounded.py)
-        return None
+    if boxed is not None and (hedged_latex(boxed, signs=True) or _BOX_LIST.search(boxed)):
+        return HEDGE  # \boxed{\pm 18}, \boxed{18 \text{ or } 19}, \boxed{3 \to 5}, \boxed{18, 19}
+    if bounded.refuse(tail if boxed is None else boxed):  # the guards of MATH-500 (bounded.py)
+        return None if boxed is None else HEDGE
     value = bounded.number(tail)
+    if value is None and boxed is not None:
+        plain = _BOX_WORDS.sub("", boxed)
+        m = _NUMBER.fullmatch(plain) if len(plain) < 100 else None
+        return _value(m) if m is not None else HEDGE
     return Fraction(value) if isinstance(value, float) else value
 
 
@@ -148,7 +177,8 @@ def _last_number(text: str):
 
 
 def predict(text: str) -> Fraction | None:
-    """The predicted number of a completion (the module docstring's rules, in order), or None."""
+    """The predicted number of a completion (the module docstring's rules, in order), or None.
+    Call it inside bounded.judged (the completion's time slice)."""
     rules = (_phrase_answer, _math_verify_answer, _last_number)
     if "####" in text:
         found = _marker_answer(text)
@@ -163,10 +193,25 @@ def predict(text: str) -> Fraction | None:
 
 
 def _canonical(value: Fraction) -> str:
-    """18 -> '18', 5/2 -> '2.5': one spelling per number, so majority votes agree."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    return f"{float(value):.10f}".rstrip("0").rstrip(".")
+    """18 -> '18', 5/2 -> '2.5', 1/3 -> '1/3': one exact spelling per number, so two answers vote
+    together exactly when is_correct cannot tell them apart (18.00000000001 is not 18).
+
+    >>> [_canonical(Fraction(x)) for x in ("18", "5/2", "-1/3", "18.00000000001")]
+    ['18', '2.5', '-1/3', '18.00000000001']
+    """
+    n, d = value.numerator, value.denominator
+    if d == 1:
+        return str(n)
+    twos, fives = 0, 0
+    while d % 2 == 0:
+        d, twos = d // 2, twos + 1
+    while d % 5 == 0:
+        d, fives = d // 5, fives + 1
+    if d != 1:
+        return f"{n}/{value.denominator}"
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10 ** places // value.denominator).rjust(places + 1, "0")
+    return ("-" if n < 0 else "") + digits[:-places] + "." + digits[-places:]
 
 
 def gold_answer(solution: str) -> str | None:
@@ -190,6 +235,7 @@ class GSM8K:
     """
 
     name = "gsm8k"
+    reward_is_correct = True  # reward() is float(is_correct()): evaluation grades once
 
     def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 512,
                  source: str = "local", path: str | None = None, tolerance: float = 1e-6):
@@ -250,20 +296,35 @@ class GSM8K:
         >>> GSM8K().extract_answer("I am not sure.") is None
         True
         """
-        value = predict(text)
-        return None if value is None else _canonical(value)
+        return self.judge(text, None)[1]
 
     def is_correct(self, completion: str, answer: str, **_) -> bool:
         """True when the predicted number is the gold `answer`: exactly for an integer gold,
-        within `tolerance` otherwise."""
-        pred, gold = predict(completion), _exact(answer)
-        if pred is None or gold is None:
-            return False
-        return pred == gold if gold.denominator == 1 else abs(pred - gold) <= self.tolerance
+        within `tolerance` otherwise. False for any string it cannot read, never an exception."""
+        return self.judge(completion, answer)[0]
+
+    def judge(self, completion: str, answer: str | None, **_) -> tuple[bool, str | None]:
+        """(is_correct, extract_answer) from one reading, under one time slice: evaluation votes
+        over the same answer the judge scored (a class of equal answers is right or wrong as one)."""
+        def both():
+            pred = predict(completion)
+            if pred is None:
+                return False, None
+            gold = None if answer is None else _parse_gold(answer)
+            right = gold is not None and (pred == gold if gold.denominator == 1
+                                          else abs(pred - gold) <= self.tolerance)
+            return right, _canonical(pred)
+        return bounded.judged(both, (False, None))
+
+    def judge_all(self, completions: list[str], rows: list[dict]) -> list[tuple[bool, str | None]]:
+        """`judge` of each completion with its row's columns, in parallel, each under its own
+        slice: evaluation's grading path (harness/evaluation/grading.py)."""
+        return bounded.grade_all(lambda pair: self.judge(pair[0], **pair[1]),
+                                 list(zip(completions, rows, strict=True)))
 
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when the completion's final number equals the gold answer, else 0.
-        Graded in parallel under one time budget for rule 3 (tasks/judge/bounded.py, layer 3).
+        Graded in parallel, each completion under its own time slice (tasks/judge/budget.py).
 
         >>> GSM8K().reward(["16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\\n#### 18", "#### seventeen"],
         ...                answer=["18", "18"])
@@ -301,5 +362,5 @@ def _parse_gold(gold: str) -> Fraction | None:
     """The official regex also matches "#### ." and "#### 1.2.3"; those are no number (None)."""
     try:
         return _exact(gold)
-    except ValueError:
+    except (ValueError, ArithmeticError):
         return None

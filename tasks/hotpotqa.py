@@ -54,9 +54,11 @@ candidate was used: both need the candidates found, and "Paris London" has no se
 them by, while golds hold commas and "and" ("Charlotte, North Carolina", "Simon and Garfunkel").
 Precision x recall was not used either: it still pays when the wrong guesses are shorter than
 the right one ("New York City Boston": 0.75 against 0.5). An answer with no surplus (the gold,
-or a part of it: a surname alone, 0.667) keeps its F1, so the reward stays denser than EM: a
-near miss earns more than a wrong entity (0), and GRPO groups and ES populations whose members
-all miss EM still differ in reward; each surplus token costs more than F1's precision term
+or a part of it: a surname alone, 0.667) keeps its F1, except that a strict prefix of the gold
+("University of" for "University of Oxford", F1 0.8) earns one gold token's F1 (0.5, as "Oxford"
+does): it lacks the token that tells the gold from the other answers sharing its prefix. So
+the reward stays denser than EM: a near miss earns more than a wrong entity (0), and GRPO groups
+and ES populations whose members all miss EM still differ in reward; each surplus token costs more than F1's precision term
 charged ("Tessaly Prize 1995" for "Tessaly Prize": 0.4, F1 0.8), so padding does not pay. EM
 earns 1; the reward is not the official F1, so `greedy_reward` and `mean_reward`
 are not comparable with published HotpotQA F1 numbers (the note under the tables says so);

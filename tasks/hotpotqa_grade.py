@@ -63,14 +63,25 @@ def priced_f1(prediction: str, gold: str) -> float:
     no surplus and earns its F1; each further token divides it, so k guesses listed together
     (the right one among them) earn at most 1/k (tasks/hotpotqa.py, "Reward").
 
+    A strict prefix of the gold ("University of" for "University of Oxford") stops before the
+    token that tells the gold from every other answer sharing that prefix ("University of
+    Cambridge"): it earns what one gold token earns, 2/(n + 1) for an n-token gold, so hedging on a
+    shared prefix never beats committing to the discriminating token ("Oxford": 0.5 each).
+
     >>> priced_f1("Paris", "Paris"), priced_f1("Paris London", "Paris")
     (1.0, 0.3333333333333333)
     >>> priced_f1("Sefferly", "Ann Sefferly")  # part of the gold: no surplus, its F1
     0.6666666666666666
+    >>> priced_f1("University of", "University of Oxford"), priced_f1("Oxford", "University of Oxford")
+    (0.5, 0.5)
     """
     pred, ref = normalize_answer(prediction), normalize_answer(gold)
-    surplus = Counter(pred.split()) - Counter(ref.split())
-    return _f1(pred, ref) / (1 + sum(surplus.values()))
+    pred_tokens, ref_tokens = pred.split(), ref.split()
+    surplus = Counter(pred_tokens) - Counter(ref_tokens)
+    score = _f1(pred, ref) / (1 + sum(surplus.values()))
+    if 0 < len(pred_tokens) < len(ref_tokens) and ref_tokens[:len(pred_tokens)] == pred_tokens:
+        score = min(score, 2 / (len(ref_tokens) + 1))  # a strict prefix: one token's worth
+    return score
 
 
 def _marker_end(text: str, word_end: int) -> int | None:

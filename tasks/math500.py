@@ -16,16 +16,24 @@ the gold is one value (no list, no \\pm, no relation):
   score for 3, `\\boxed{5 = 3}` and `\\boxed{3 \\approx 5}` do not (math-verify alone took either);
 - a hedge is no answer: "The final answer is 3 or 5" and `\\boxed{3 \\vee 5}` score 0;
 - a decimal is compared at the precision it is written to, at least math-verify's 6 places:
-  `\\boxed{0.50000001}` is not 1/2, `\\boxed{0.333333}` still is 1/3.
+  `\\boxed{0.50000001}` is not 1/2, `\\boxed{0.333333}` still is 1/3;
+- a thousands comma (`10,\\!080`) makes one value, not a list, so these rules apply to it;
+- a unit is compared, not dropped: when both state one (`5.4 \\text{ cents}`, `\\$18.90`, `15\\mbox{
+  cm}^2`), `\\boxed{5.4 \\text{ dollars}}` is wrong; an answer without a unit is judged by value;
+- `\\to`, `\\rightarrow` and a line break `\\\\` outside a matrix are hedges like `\\vee`, and so is
+  "The final answer is not 18".
 math-verify can run for ever on a short answer, and its own timeouts (SIGALRM) work only on the
 main thread, so it runs as tasks/judge/bounded.py says: linear guards refuse answers too costly to start
 (power towers, huge exponents, expansions over 100 terms, functions nested over 3 deep, long sums
-and products, integrals, >1,000 characters), the rest is verified in a worker process killed after
-5 s, and one reward call's completions are graded in parallel under a budget of 2 s + 0.25 s each
-(refused, killed and over-budget answers score 0, counted in `run_info()`), so a completion scores
-the same on any thread and no answer stalls a run. Rows are validated when the task is built, so a
-malformed file fails before any model loads. `extract_answer` (for maj@k) is the last \\boxed{}
-content under a light string normalisation after Hendrycks et al.'s MATH `_strip_string`.
+and products, integrals, >1,000 characters), the rest is verified in a worker process, each
+completion under its own time slice (1 s of the worker's CPU, tasks/judge/budget.py), and one
+reward call's completions are graded in parallel (refused answers and those that spend their slice
+score 0, alone, counted in `run_info()`), so a completion scores the same on any thread and in any
+batch, and no answer stalls a run. Rows are validated when the task is built, so a malformed file
+fails before any model loads. A boxed answer is read once, as `normalise` (a light string form
+after Hendrycks et al.'s MATH `_strip_string`: `\\dfrac` is `\\frac`, `5.` and `5\\%` are 5) plus its
+unit: `extract_answer` returns that key for maj@k and `is_correct` judges that key, so answers that
+vote together are right or wrong together. No string makes a grader raise.
 
     python -m pytest tests/test_task_math500.py -q
 """
@@ -36,30 +44,76 @@ from pathlib import Path
 
 import datasets
 
-from tasks.answers import (answer_line, decimals, hedged_latex, hedged_line, is_name, last_boxed,
-                           sides, single_value)
+from tasks.answers import (HEDGE_COMMANDS, SIGNED, answer_line, decimals, hedged_line, is_name,
+                           last_boxed, sides, single_value)
 from tasks.base import (DATA_DIR, TaskDataError, check_count, json_kind, read_jsonl, row_error,
                         user_path)
 from tasks.judge import bounded
 
 _TEXT = re.compile(r"\\text\{([^{}]*)\}")
+_SPACES = re.compile(r"(?<![A-Za-z]) +| +(?![A-Za-z])")  # `\pi r` keeps its space: `\pir` is no command
+_OR_KEY = re.compile(r"(?<![A-Za-z\\])or(?![A-Za-z])")  # "or" in a key without spaces: 18or19
+# A unit at the end of an answer: `5.4 \text{ cents}`, `864 \mbox{ inches}^2` (a number before it).
+_UNIT = re.compile(r"\\(?:text|mbox|mathrm)\{\s*([A-Za-z][A-Za-z ]{0,30}?)\s*\}(?:\^\{?(\d)\}?)?\s*\.?\s*")
 PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 _COLUMNS = ("problem", "answer")
 _OPTIONAL = {"solution": str, "subject": str, "level": int, "unique_id": str}
 
 
 def normalise(answer: str) -> str:
-    """A light canonical form for voting, after MATH's `_strip_string` (\\dfrac -> \\frac, ...)."""
-    s = answer.replace("\n", "").replace("\\!", "")
+    """A light canonical form, after MATH's `_strip_string` (\\dfrac -> \\frac, ...): what maj@k votes
+    over and what is_correct judges, so two answers in one class are right or wrong together."""
+    s = answer.replace("\n", " ").replace("\\!", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")
     s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\$", "").replace("\\%", "")
     s = _TEXT.sub(lambda m: m.group(1).strip(), s)  # no \s* before the group: it backtracked
-    s = s.replace(" ", "").rstrip(".")
+    s = _SPACES.sub("", s).rstrip(".")
     s = re.sub(r"(?<![\d}])\.(\d)", r"0.\1", s)  # ".5" -> "0.5"
     if re.fullmatch(r"[a-z]=[^=]+", s):  # "x=5" -> "5", as MATH does for short assignments
         s = s.split("=", 1)[1]
     return s
+
+
+def unit_of(answer: str) -> tuple[str, str | None]:
+    """(the answer without its unit, the unit) for `5.4 \\text{ cents}` -> ("5.4", "cent"), `\\$36` ->
+    ("36", "dollar"), `864 \\mbox{ inches}^2` -> ("864", "inch^2"); (answer, None) with no unit.
+
+    >>> unit_of(r"5.4 \\text{ cents}"), unit_of(r"\\$32,\\!348"), unit_of(r"\\text{Evelyn}")
+    (('5.4', 'cent'), ('32,\\\\!348', 'dollar'), ('\\\\text{Evelyn}', None))
+    """
+    at = max(answer.rfind("\\text{"), answer.rfind("\\mbox{"), answer.rfind("\\mathrm{"))
+    m = _UNIT.fullmatch(answer, at) if at > 0 else None
+    if m is not None and any(c.isdigit() for c in answer[:at]):
+        word = " ".join(m.group(1).lower().split())
+        word = word[:-2] if word.endswith(("ches", "shes", "xes")) else \
+            word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+        return answer[:at].strip(), word + (f"^{m.group(2)}" if m.group(2) else "")
+    stripped = answer.strip()
+    if stripped.startswith("\\$") and any(c.isdigit() for c in stripped):
+        return stripped[2:].strip(), "dollar"
+    return answer, None
+
+
+def read_box(boxed: str) -> tuple[str, str | None] | None:
+    """The (normalised value, unit) of a box, or None when nothing is left of it."""
+    value, unit = unit_of(boxed)
+    value = normalise(value)
+    return (value, unit) if value else None
+
+
+def hedged(value: str) -> bool:
+    """Alternatives in a normalised value: 3\\vee5, 3\\to5, 18or19 (from `18 \\text{ or } 19`), 3\\\\5,
+    \\pm18. A hedge only against a gold that is one value (tasks/answers.py `single_value`)."""
+    return any(m in value for m in HEDGE_COMMANDS + SIGNED) or bool(_OR_KEY.search(value)) \
+        or ("\\\\" in value and "\\begin" not in value)
+
+
+def key(read: tuple[str, str | None] | None) -> str | None:
+    """The vote key of a read box: its value, and its unit when it has one."""
+    if read is None:
+        return None
+    return read[0] if read[1] is None else f"{read[0]}\\text{{{read[1]}}}"
 
 
 class MATH500:
@@ -75,6 +129,7 @@ class MATH500:
     """
 
     name = "math500"
+    reward_is_correct = True  # reward() is float(is_correct()): evaluation grades once
 
     def __init__(self, version: int = 1, n_eval: int | None = 500, max_new_tokens: int = 1024,
                  source: str = "local", path: str | None = None):
@@ -106,39 +161,71 @@ class MATH500:
         return f"The final answer is $\\boxed{{{answer}}}$."
 
     def extract_answer(self, text: str) -> str | None:
-        """The normalised content of the last \\boxed{} in `text`, or None.
+        """The normalised content of the last \\boxed{} in `text` (with its unit), or None.
 
         >>> MATH500().extract_answer(r"So $\\boxed{\\left( 3, \\dfrac{\\pi}{2} \\right)}$.")
         '(3,\\\\frac{\\\\pi}{2})'
         """
-        boxed = last_boxed(text)
-        if boxed is None:
-            return None
-        return normalise(boxed) or None
+        return bounded.judged(lambda: key(self._read(text)), None)
 
     def is_correct(self, completion: str, answer: str, **_) -> bool:
         """math-verify equivalence of the completion's final answer with the gold `answer`, every
-        side of a relation included; a hedge scores False (the module docstring)."""
-        boxed = last_boxed(completion)
-        if bounded.refuse(boxed if boxed is not None else completion):
+        side of a relation included; a hedge scores False (the module docstring). A boxed answer is
+        judged by its normalised form, the one maj@k votes over. Never raises."""
+        return self.judge(completion, answer)[0]
+
+    def judge(self, completion: str, answer: str, **_) -> tuple[bool, str | None]:
+        """(is_correct, extract_answer) under one time slice: the judgement of a boxed answer is a
+        function of its vote key, so maj@k's winner is right or wrong whatever the samples' order."""
+        def both():
+            read = self._read(completion)
+            if read is None:
+                return (last_boxed(completion) is None and self._unboxed(completion, answer)), None
+            return self._boxed(read, answer), key(read)
+        return bounded.judged(both, (False, None))
+
+    @staticmethod
+    def _read(text: str) -> tuple[str, str | None] | None:
+        boxed = last_boxed(text)
+        return None if boxed is None else read_box(boxed)
+
+    @staticmethod
+    def _unboxed(completion: str, answer: str) -> bool:
+        """No box: math-verify reads the completion (its "final answer is" anchors)."""
+        if bounded.refuse(completion):
             return False
-        gold = f"\\boxed{{{answer}}}"
-        if boxed is None:
-            if single_value(answer) and hedged_line(answer_line(completion)):
-                return False  # "The final answer is 3 or 5"
-            return bounded.verify(gold, completion, _rounding(completion))
-        parts = [boxed]
+        if single_value(answer) and hedged_line(answer_line(completion)):
+            return False  # "The final answer is 3 or 5", "The final answer is not 3"
+        return bounded.verify(f"\\boxed{{{answer}}}", completion, _rounding(completion))
+
+    @staticmethod
+    def _boxed(read: tuple[str, str | None], answer: str) -> bool:
+        """A read box against the gold: same unit when both state one, every side matching."""
+        value, unit = read
+        if bounded.refuse(value):
+            return False
+        gold_unit = unit_of(answer)[1]
+        if unit is not None and gold_unit is not None and unit != gold_unit:
+            return False  # 5.4 dollars is not 5.4 cents
+        parts = [value]
         if single_value(answer):
-            if hedged_latex(boxed):
+            if hedged(value):
                 return False  # \boxed{3 \vee 5}: math-verify reads 5
-            parts = sides(boxed)
+            parts = sides(value)
             parts = [p for p in (parts[1:] if len(parts) > 1 and is_name(parts[0]) else parts) if p]
+        gold = f"\\boxed{{{answer}}}"
         return bool(parts) and all(bounded.verify(gold, f"\\boxed{{{p}}}", _rounding(p))
                                    for p in parts)
 
+    def judge_all(self, completions: list[str], rows: list[dict]) -> list[tuple[bool, str | None]]:
+        """`judge` of each completion with its row's columns, in parallel, each under its own
+        slice: evaluation's grading path (harness/evaluation/grading.py)."""
+        return bounded.grade_all(lambda pair: self.judge(pair[0], **pair[1]),
+                                 list(zip(completions, rows, strict=True)))
+
     def reward(self, completions: list[str], answer: list[str], **kwargs) -> list[float]:
         """TRL-style reward: 1.0 when math-verify accepts the final answer, else 0. The completions
-        are graded in parallel under one time budget (tasks/judge/bounded.py, layer 3).
+        are graded in parallel, each under its own time slice (tasks/judge/budget.py).
 
         >>> MATH500().reward([r"... so $x = \\boxed{\\frac{1}{2}}$", r"\\boxed{\\frac{1}{"],
         ...                  answer=["0.5", "0.5"])
@@ -154,7 +241,7 @@ class MATH500:
 
 def _rounding(pred: str) -> int:
     """math-verify's float_rounding for `pred`: its own decimal places, at least the default 6."""
-    return min(max(6, decimals(pred)), 50)
+    return min(max(6, decimals(pred)), 50)  # decimals() is linear: a 64k-digit tail is fine
 
 
 def _row(raw, path: Path, line: int) -> dict:

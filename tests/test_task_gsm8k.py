@@ -173,12 +173,12 @@ def test_hand_judged_corpus(task):
 # Each passed the old guard of rule 3 (math-verify); off the main thread math-verify's timeouts are
 # off, and the nesting took 12 s there. Rule 3 now refuses them (tasks/judge/bounded.py), so rule 4 reads
 # the last number, the same on any thread.
-EXPLODING = [
-    (r"so \boxed{(10^{9999})^{9999}}", "9999"),
-    (r"so \boxed{((10^{999})^{999})^{999}}", "999"),
-    (r"so \boxed{10^{9999\cdot 9999}}", "9999"),
-    (r"so \boxed{(10^{9})!}", "9"),
-    (r"so \boxed{" + "(" * 450 + "1" + ")" * 450 + "}", "1"),
+EXPLODING = [  # a refused box is no answer: rule 4 never reads a number out of it
+    (r"so \boxed{(10^{9999})^{9999}}", None),
+    (r"so \boxed{((10^{999})^{999})^{999}}", None),
+    (r"so \boxed{10^{9999\cdot 9999}}", None),
+    (r"so \boxed{(10^{9})!}", None),
+    (r"so \boxed{" + "(" * 450 + "1" + ")" * 450 + "}", None),
 ]
 
 

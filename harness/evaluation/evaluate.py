@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.core.errors import UserError
 from harness.core.flops import generation_flops
+from harness.evaluation.grading import judge_all
 from harness.evaluation.kl import per_token_kl
 from harness.evaluation.metrics import attach_per_prompt, maj_at_k, pass_at_k, summarize
 from harness.core.policy import Generation, Policy, generate
@@ -150,8 +151,10 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
                 progress=f"{split}: greedy")
         flops += _flops(policy, g)
         texts = [t[0] for t in g.texts]
-        per_prompt["greedy_acc"] = [float(task.is_correct(t, **_row(cols, i))) for i, t in enumerate(texts)]
-        per_prompt["greedy_reward"] = task.reward(texts, **_others(cols))
+        greedy_ok, _ = judge_all(task, texts, [_row(cols, i) for i in range(len(texts))])
+        per_prompt["greedy_acc"] = [float(ok) for ok in greedy_ok]
+        per_prompt["greedy_reward"] = ([float(ok) for ok in greedy_ok] if getattr(task, "reward_is_correct", False)
+                                       else task.reward(texts, **_others(cols)))
         examples += [{"prompt": prompts[i], "completion": texts[i], "correct": bool(per_prompt["greedy_acc"][i]),
                       "decoding": "greedy"} for i in range(min(cfg.n_examples, len(texts)))]
     curve, counts = {}, None
@@ -161,14 +164,20 @@ def evaluate(policy: Policy, task, split: str, cfg: EvalConfig, reference=None, 
                 progress=f"{split}: {cfg.n_samples} samples each")
         flops += _flops(policy, s)
         n = cfg.n_samples
-        correct = [[task.is_correct(t, **_row(cols, i)) for t in s.texts[i]] for i in range(len(prompts))]
         flat = [t for ts in s.texts for t in ts]
-        rewards = np.array(task.reward(flat, **{k: [v for v in vs for _ in range(n)] for k, vs in _others(cols).items()}))
+        # one bounded reading per completion: maj@k votes over the answers the judge scored
+        flat_ok, flat_answers = judge_all(task, flat, [_row(cols, i) for i in range(len(prompts)) for _ in s.texts[i]])
+        starts = np.cumsum([0] + [len(ts) for ts in s.texts])
+        correct = [flat_ok[starts[i]:starts[i + 1]] for i in range(len(prompts))]
+        if getattr(task, "reward_is_correct", False):  # GSM8K, MATH-500: not graded a second time
+            rewards = np.array(flat_ok, dtype=float)
+        else:
+            rewards = np.array(task.reward(flat, **{k: [v for v in vs for _ in range(n)] for k, vs in _others(cols).items()}))
         per_prompt["mean_reward"] = rewards.reshape(len(prompts), n).mean(1).tolist()
         counts = [sum(c) for c in correct]
         for k in cfg.pass_ks:
             per_prompt[f"pass@{k}"] = [pass_at_k(n, c, k) for c in counts]
-        answers = [[task.extract_answer(t) for t in ts] for ts in s.texts]
+        answers = [flat_answers[starts[i]:starts[i + 1]] for i in range(len(prompts))]
         for k in cfg.maj_ks:
             per_prompt[f"maj@{k}"] = [maj_at_k(a, c, k, n_subsets=cfg.maj_subsets, seed=cfg.seed)
                                       for a, c in zip(answers, correct)]

@@ -18,15 +18,18 @@ there an answer could hang a run for good. Three layers stop that, the same on e
    symbolic limit, integrals, root indices over 100. A refused answer scores 0 at once.
 2. Everything else is parsed and verified in a worker process: a fresh interpreter running this
    file (never a fork of the torch process; `-P` keeps the project off its path), fed one JSON
-   request per line. A call that takes longer than LIMIT_S is killed with its worker, scores 0
+   request per line. A call that takes longer than LIMIT_S of CPU is killed with its worker, scores 0
    and is counted (`stats()`, which the tasks put in their run record); the next call starts a
    new worker (about 1-2 s). Workers start on first use, one per concurrent caller up to
    MAX_WORKERS, keep math-verify's parse cache between calls, are capped at MEMORY_MB of address
    space, and exit with the parent: when idle, stdin closes; mid-call, their own CPU limit
    (RLIMIT_CPU, 2 x LIMIT_S per call) ends them even if the parent was SIGKILLed.
-3. A reward call grades its completions through `grade_all`: in parallel on the pool, under one
-   time budget for the call (tasks/judge/budget.py: 2 s + 0.25 s per completion). Past it, the rest
-   score 0, counted as `over_budget`. Sixteen answers that each ran to LIMIT_S took 16 x 5 s.
+3. Each completion has its own time slice (tasks/judge/budget.py): budget.SLICE_S of the worker's
+   CPU time, timed inside the worker (SIGPROF: no kill, no restart) and watched by the parent in
+   /proc (a worker CPU_GRACE_S past it, busy in C code, is killed), and budget.WALL_S of wall
+   clock as the last backstop. Graders enter through `judged(fn, default)`, which opens the slice; a completion
+   that spends it scores 0 alone (`over_budget`), and its neighbours in a reward call, graded in
+   parallel by `grade_all`, are untouched. Waiting for a worker and starting one are not charged.
 
     python -m pytest tests/test_task_math500.py -q
 """
@@ -52,11 +55,16 @@ except ImportError:
 LIMIT_S = 5.0  # per call, wall clock; math-verify's own default timeout
 START_S = 60.0  # importing sympy takes 1-2 s on an idle machine, far longer on a loaded one
 MAX_WORKERS = 4
+CPU_GRACE_S = 1.0  # past a call's CPU slice, the parent kills a worker its own timer did not stop
+# (the timer's exception waits for the running C call to return: 0.1 s was seen)
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MEMORY_MB = 1024  # address space of a worker; sympy with math-verify needs about 70 MB
 MAX_CHARS = 1000  # the longest MATH-500 gold answer has 53
 MAX_DEPTH = 8  # bracket nesting: 8 levels parse in under 1 s, 450 took 12 s; gold reaches 2
 MAX_EXPONENT_DIGITS = 4  # 2^{2005} is fine, 9^{99999} and 10^{9999\cdot 9999} are not
 MAX_FACTORIAL_DIGITS = 4  # 9999! has 35,660 digits: fine; 99999! is not
+OVERFLOW = 2 ** 1024  # past every float: a value this large is no answer
+MAX_NUMBER_CHARS = 400  # a rational's numerator or denominator sent back: 2^1024 has 309 digits
 
 _OPEN, _CLOSE = "([{", ")]}"
 
@@ -154,10 +162,6 @@ def risky(text: str) -> bool:
 
 
 # ---- layer 2: the worker pool ----
-class _StartCut(Exception):
-    """A replacement worker's start ran past its reward call's budget (layer 3): score 0."""
-
-
 class _Worker:
     def __init__(self, start_s: float = START_S):
         self.proc = subprocess.Popen(
@@ -167,19 +171,33 @@ class _Worker:
         ready = self._read(start_s)
         if ready != {"ready": True}:
             self.kill()
-            if ready is None and start_s < START_S:
-                raise _StartCut()
             why = ready.get("error") if isinstance(ready, dict) else "no answer in time"
             raise GraderUnavailable(f"the math-verify worker did not start ({why}); install the "
                                     "project's dependencies (pip install -e .) and retry")
 
-    def _read(self, timeout: float):
-        """One JSON line from the worker, or None on timeout or when it died."""
+    def cpu(self) -> float | None:
+        """The worker's CPU seconds so far (Linux /proc), or None where that cannot be read."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _TICKS
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _read(self, timeout: float, cpu: float | None = None):
+        """One JSON line from the worker, or None on timeout, when it died, or when it ran `cpu`
+        seconds (plus CPU_GRACE_S) past its own timer: work in C that SIGPROF cannot stop."""
         fd, deadline, buf = self.proc.stdout.fileno(), time.monotonic() + timeout, b""
+        start = self.cpu() if cpu is not None else None
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0:
                 return None
+            if not select.select([fd], [], [], min(left, 0.05) if start is not None else left)[0]:
+                used = self.cpu() if start is not None else None
+                if used is not None and used - start > cpu + CPU_GRACE_S:
+                    return None
+                continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return None
@@ -189,14 +207,18 @@ class _Worker:
         except ValueError:  # not our protocol: treat the worker as broken
             return None
 
-    def call(self, op: str, args: list, limit: float):
-        """{"ok": value} or {"error": why}; None when it ran past `limit` or the worker died."""
+    def call(self, op: str, args: list, cpu: float, wall: float):
+        """{"ok": value, "cpu": s}, {"error": why, "cpu": s} or {"out_of_time": true, "cpu": s} when
+        the worker's own timer stopped it after `cpu` seconds of its CPU; None when it ran past
+        `wall` seconds or the worker died."""
         try:
-            self.proc.stdin.write(json.dumps({"op": op, "args": args}).encode() + b"\n")
+            request = {"op": op, "args": args, "cpu": max(cpu, 0.01)}
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return None
-        return self._read(limit)
+        reply = self._read(wall, cpu)
+        return reply if isinstance(reply, dict) else None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -216,67 +238,68 @@ class _Pool:
         self.cond = threading.Condition()
         self.stats = {"calls": 0, "refused": 0, "timeouts": 0, "worker_starts": 0,
                       "over_budget": 0}
+        self.cpu_s = 0.0  # worker CPU seconds the replies reported (kept out of run records)
 
-    def call(self, op: str, args: list):
-        spend = budget.current() if budget else None  # set by grade_all for one reward call
+    def _take(self) -> _Worker | None:
+        """An idle worker, or None with a place reserved for a new one; waits for a free one
+        (never charged to a completion's slice)."""
         with self.cond:
             while not self.idle and self.count >= MAX_WORKERS:
-                if spend is not None and spend.left() <= 0:
-                    self.stats["over_budget"] += 1
-                    return None
-                self.cond.wait(None if spend is None else max(spend.left(), 0.01))
-            worker = self.idle.pop() if self.idle else None
-            if worker is None:
-                self.count += 1
+                self.cond.wait()
+            if self.idle:
+                return self.idle.pop()
+            self.count += 1
+            self.stats["worker_starts"] += 1
+            return None
+
+    def _give_back(self, worker: _Worker | None, alive: bool) -> None:
+        if worker is not None and not alive:
+            worker.kill()
+        with self.cond:
+            if alive and worker is not None:
+                self.idle.append(worker)
+            else:
+                self.count -= 1
+            self.cond.notify()
+
+    def call(self, op: str, args: list):
+        """The worker's value for one request, under the calling completion's slice (budget.py):
+        OutOfTime when the slice is spent. Outside any slice: LIMIT_S, and None past it."""
+        piece = budget.current() if budget else None
+        if piece is not None and piece.spent():
+            raise budget.OutOfTime()
+        cpu = LIMIT_S if piece is None else min(LIMIT_S, piece.cpu_left)
+        wall = budget.WALL_S if piece is None else min(budget.WALL_S, piece.wall_left)
+        worker = self._take()
         try:
             if worker is not None and worker.proc.poll() is not None:  # it died while idle
                 worker.kill()
                 worker = None
-            limit = LIMIT_S
-            if worker is None:
-                # A start is free, unless it replaces a worker this reward call had killed: then
-                # it is charged, and cut off, at the call's deadline.
-                start_s = START_S if spend is None or not spend.kills else min(START_S, spend.left())
-                if start_s <= 0:
-                    raise _StartCut()
                 with self.cond:
                     self.stats["worker_starts"] += 1
-                started = time.monotonic()
-                worker = _Worker(start_s)
-                if spend is not None:
-                    spend.started_worker(time.monotonic() - started)
-            if spend is not None:
-                limit = min(LIMIT_S, spend.left())
-            if limit <= 0:
-                reply = "over budget"
-            else:
-                with self.cond:
-                    self.stats["calls"] += 1
-                reply = worker.call(op, args, limit)
-        except BaseException as e:
+            if worker is None:
+                worker = _Worker()  # a start is free: GraderUnavailable when it fails
             with self.cond:
-                self.count -= 1
-                self.stats["over_budget"] += isinstance(e, _StartCut)
-                self.cond.notify()
-            if worker is not None:
-                worker.kill()
-            if isinstance(e, _StartCut):
-                return None
+                self.stats["calls"] += 1
+            started = time.monotonic()
+            reply = worker.call(op, args, cpu, wall)
+            took = time.monotonic() - started
+        except BaseException:
+            self._give_back(worker, False)
             raise
-        if reply is None:  # too slow, or it died: a fresh worker serves the next call
-            worker.kill()
-            if spend is not None:
-                spend.killed_worker()
+        self._give_back(worker, reply is not None)
         with self.cond:
-            if reply is None:
-                self.count -= 1
-                self.stats["over_budget" if limit < LIMIT_S else "timeouts"] += 1
-            else:
-                self.idle.append(worker)
-                if reply == "over budget":
-                    self.stats["over_budget"] += 1
-            self.cond.notify()
-        return reply.get("ok") if isinstance(reply, dict) else None
+            self.cpu_s += cpu if reply is None else float(reply.get("cpu", 0.0))
+        if reply is None or "out_of_time" in reply:  # killed at the wall backstop, or CPU spent
+            with self.cond:
+                self.stats["timeouts" if reply is None else "over_budget"] += 1
+            if piece is not None:
+                piece.spend(cpu if reply is None else reply.get("cpu", cpu), wall)
+                raise budget.OutOfTime()
+            return None
+        if piece is not None:
+            piece.spend(float(reply.get("cpu", 0.0)), took)
+        return reply.get("ok")
 
     def close(self) -> None:
         with self.cond:
@@ -310,36 +333,52 @@ def refuse(text: str) -> bool:
 
 
 def stats(since: dict | None = None) -> dict:
-    """Calls to the workers, answers refused by the guards, calls killed at LIMIT_S (or whose worker
-    died: they score 0 too), workers started, and calls a reward call's time budget skipped or cut
-    short (`over_budget`: they score 0); counted in this process, or after `since` (an earlier
+    """Calls to the workers, answers refused by the guards, calls killed at LIMIT_S of wall clock
+    (or whose worker died), workers started, and calls the worker stopped when their completion's
+    CPU slice ran out (`over_budget`); each of those scores 0 alone; counted in this process, or after `since` (an earlier
     `stats()`), so that a task reports its own run."""
     with _POOL.cond:
         now = dict(_POOL.stats)
     return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
 
 
+def worker_cpu() -> float:
+    """Worker CPU seconds spent on calls in this process so far (a killed call counts its limit)."""
+    with _POOL.cond:
+        return _POOL.cpu_s
+
+
 def verify(gold: str, pred: str, rounding: int = 6) -> bool:
-    """math-verify's `verify(parse(gold), parse(pred), float_rounding=rounding)` under the limits;
-    False on a timeout or past the budget."""
+    """math-verify's `verify(parse(gold), parse(pred), float_rounding=rounding)` under the limits.
+    Inside `judged`: OutOfTime when the completion's slice runs out; outside: False past LIMIT_S."""
     return bool(_POOL.call("verify", [gold, pred, rounding]))
 
 
 def number(text: str) -> Fraction | float | None:
-    """The real number math-verify reads first in `text`, or None (also on a timeout): exact (a
-    Fraction) when it is rational or a decimal, else a float."""
+    """The real number math-verify reads first in `text`, or None: exact (a Fraction) when it is
+    rational or a decimal, else a float. A value at or past 2^1024 (past every float: `2^{1024}`,
+    `9999!`) is no answer. Inside `judged`: OutOfTime when the slice runs out."""
     value = _POOL.call("number", [text])
     if isinstance(value, str):
-        try:
-            return Fraction(value)
-        except (ValueError, ZeroDivisionError):  # more digits than int() reads: no answer
+        if len(value) > 2 * MAX_NUMBER_CHARS:  # the worker sends at most this many digits
             return None
+        try:
+            value = Fraction(value)
+        except (ValueError, ZeroDivisionError):
+            return None
+        return value if abs(value) < OVERFLOW else None
     return value if isinstance(value, float) and math.isfinite(value) else None
 
 
+def judged(fn, default):
+    """fn() as one completion under its own time slice (tasks/judge/budget.py): `default` when the
+    slice runs out or the answer has no value. Every grader's entry point goes through this."""
+    return budget.judged(fn, default, budget.WALL_S)
+
+
 def grade_all(score, items: list) -> list:
-    """[score(item) for item in items] for one reward call: in parallel on the pool's MAX_WORKERS,
-    under one time budget (layer 3, tasks/judge/budget.py)."""
+    """[score(item) for item in items] for one reward call, in parallel on the pool's MAX_WORKERS;
+    `score` opens each item's own slice (layer 3, tasks/judge/budget.py)."""
     return budget.grade_all(score, items, MAX_WORKERS)
 
 
@@ -363,8 +402,18 @@ def _serve(parent: int) -> None:
     except Exception as e:  # noqa: BLE001 - reported to the parent as one line
         out.write(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode() + b"\n")
         return
-    out.write(b'{"ready": true}\n')
-    out.flush()
+    import signal
+
+    class OutOfCpu(BaseException):  # not an Exception: math-verify's `except Exception` lets it by
+        pass
+
+    armed = [False]
+
+    def on_cpu_spent(*_):
+        if armed[0]:
+            raise OutOfCpu()
+
+    signal.signal(signal.SIGPROF, on_cpu_spent)
 
     def run(op: str, args: list):
         if op == "verify":
@@ -376,10 +425,29 @@ def _serve(parent: int) -> None:
         if value is None or not getattr(value, "is_number", False) or not value.is_real:
             return None
         if value.is_Rational:  # exact: 17.9999999 is not 18
+            p, q = abs(value.p), value.q  # bit lengths first: str() of 9999! would raise
+            if p.bit_length() > 1100 or q.bit_length() > 1100:
+                return None
             return f"{value.p}/{value.q}"
-        if value.is_Float:
-            return str(value)
-        return float(value)
+        number = float(value)  # a Float past the float range is inf: no answer
+        if not math.isfinite(number):
+            return None
+        return str(value) if value.is_Float and len(str(value)) <= MAX_NUMBER_CHARS else number
+
+    # Warm up what the first answer of each shape would otherwise pay for (lazy imports in sympy
+    # and math-verify, up to 1.5 s): a start is never charged, a completion's slice is.
+    for gold, pred in [(r"\left[ \frac{\pi^2}{8}, 2 \right]", r"[\frac{\pi^2}{8}, 2]"),
+                       (r"\left( 3, \frac{\pi}{2} \right)", r"(3, \pi/2)"),
+                       (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"),
+                       (r"1 \pm \sqrt{19}", r"1 + \sqrt{19}, 1 - \sqrt{19}"),
+                       (r"x^5 - x^4 + 1", r"x^{5} - x^4 + 1"), (r"5.4 \text{ cents}", "5.4"),
+                       (r"\frac{36}{2}", "18"), (r"10,\!080", "10080")]:
+        try:
+            run("verify", [f"\\boxed{{{gold}}}", f"\\boxed{{{pred}}}", 6])
+        except Exception:  # noqa: BLE001 - a warm-up answer math-verify refuses costs nothing
+            pass
+    out.write(b'{"ready": true}\n')
+    out.flush()
 
     for line in sys.stdin.buffer:
         # The kernel ends a call that outlives its parent (SIGKILLed mid-call, so nobody kills
@@ -387,11 +455,24 @@ def _serve(parent: int) -> None:
         use = resource.getrusage(resource.RUSAGE_SELF)
         cpu = math.ceil(use.ru_utime + use.ru_stime + 2 * LIMIT_S)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+        # The completion's slice: SIGPROF after `cpu` seconds of this process's CPU time, whatever
+        # else the machine runs; a call stuck in C code is killed by the parent at LIMIT_S instead.
+        start = time.process_time()
         try:
             request = json.loads(line)
-            reply = {"ok": run(request["op"], request["args"])}
+            armed[0] = True
+            signal.setitimer(signal.ITIMER_PROF, min(max(float(request["cpu"]), 0.01), LIMIT_S))
+            value = run(request["op"], request["args"])
+            armed[0] = False
+            reply = {"ok": value}
+        except OutOfCpu:
+            reply = {"out_of_time": True}
         except Exception as e:  # noqa: BLE001 - a malformed answer is a wrong answer
             reply = {"error": type(e).__name__}
+        finally:
+            armed[0] = False
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        reply["cpu"] = time.process_time() - start
         out.write(json.dumps(reply).encode() + b"\n")
         out.flush()
 

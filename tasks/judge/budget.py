@@ -1,74 +1,87 @@
-"""A time budget per reward call for the math-verify workers of tasks/judge/bounded.py.
+"""One time slice per completion for the math-verify workers of tasks/judge/bounded.py.
 
-Why: each answer's math-verify call is cut off at bounded.LIMIT_S (5 s), but sixteen answers that
-each run to that limit cost 16 x 5 s, one after another (one MATH-500 reward call holding sixteen
-copies of one such answer took 105-117 s). `grade_all(score, items, threads)` scores the items of
-one reward call on up to `threads` threads, so the worker pool grades them in parallel, and gives them
-one Budget of BASE_S + PER_COMPLETION_S per item (6 s for 16; an ordinary answer takes 10-50 ms).
-The budget is thread-local, so bounded.py's pool sees it on every thread of the call: a worker call
-starts only while time is left and runs for at most min(LIMIT_S, time left). Past the deadline the
-remaining answers score 0 and are counted (`over_budget` in bounded.stats()). Which answers those
-are depends on the order the threads reach them; an ordinary batch never gets near its budget.
-Starting a worker (importing sympy: 1-2 s idle, far longer on a loaded machine) is not charged to
-the budget, unless it replaces a worker killed during the same call: otherwise a cold or busy
-machine would score correct answers 0.
+Why: a reward call used to share one deadline among its completions (2 s + 0.25 s each), so its
+neighbours decided a completion's score: eight answers that each ran sympy to the 5 s limit,
+placed first in a 64-completion call, used the deadline up, and the 56 correct answers after them
+were read by GSM8K's fallback rule instead and scored 0 (1.0 each alone). Now every completion
+has its own slice, whatever else is in the call:
 
-    python -m pytest tests/test_task_math500.py -q -k budget
+- SLICE_S seconds of the worker's CPU time, counted inside the worker (bounded.py's `_serve`), so
+  neither a busy machine nor a neighbour's slow answer costs it anything; an ordinary answer
+  takes 10-50 ms, the slowest shipped MATH-500 solution about 0.25 s;
+- the parent watches the worker's CPU time too (/proc) and kills a worker that runs past its
+  slice inside C code, where the timer cannot interrupt it (the worker is then replaced);
+- WALL_S of wall clock, the last backstop, generous so that a loaded machine (load 13 on two
+  cores: 1 s of CPU took 6 s) does not change a score.
+
+Waiting for a free worker and starting one are never charged. A completion that spends its
+slice scores 0 alone (None from extract_answer): no later rule reads it instead, and no other
+completion is touched. `grade_all` grades a call's completions in parallel on the pool, so a
+call of n completions takes at most ceil(n / workers) x WALL_S plus worker starts, and about n x
+SLICE_S / workers on an idle machine when every answer is CPU-bound (`call_bound`).
+
+    python -m pytest tests/test_graders_slices.py -q
 """
 from __future__ import annotations
 
+import math
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-BASE_S = 2.0  # per reward call
-PER_COMPLETION_S = 0.25  # per completion in it
+SLICE_S = 1.0  # worker CPU seconds per completion: 4x the slowest shipped solution
+WALL_S = 30.0  # wall-clock backstop per completion
 
 
-class Budget:
-    """The deadline shared by the threads grading one reward call."""
+class OutOfTime(Exception):
+    """This completion spent its slice: it scores 0 (and has no answer), alone."""
 
-    def __init__(self, items: int):
-        self.deadline = time.monotonic() + BASE_S + PER_COMPLETION_S * items
-        self.kills = 0
-        self.lock = threading.Lock()
 
-    def left(self) -> float:
-        """Seconds left before the deadline (negative once it has passed)."""
-        with self.lock:
-            return self.deadline - time.monotonic()
+class Slice:
+    """What one completion has left: worker CPU seconds and worker wall-clock seconds."""
 
-    def started_worker(self, seconds: float) -> None:
-        """A worker took `seconds` to start: not charged, unless it replaces one killed in this call."""
-        with self.lock:
-            if self.kills == 0:
-                self.deadline += seconds
+    def __init__(self, cpu_s: float, wall_s: float):
+        self.cpu_left, self.wall_left = cpu_s, wall_s
 
-    def killed_worker(self) -> None:
-        with self.lock:
-            self.kills += 1
+    def spend(self, cpu_s: float, wall_s: float) -> None:
+        self.cpu_left -= cpu_s
+        self.wall_left -= wall_s
+
+    def spent(self) -> bool:
+        return self.cpu_left <= 0 or self.wall_left <= 0
 
 
 _LOCAL = threading.local()
 
 
-def current() -> Budget | None:
-    """The budget of the reward call this thread is grading for, or None outside grade_all."""
-    return getattr(_LOCAL, "budget", None)
+def current() -> Slice | None:
+    """The slice of the completion this thread is grading, or None outside `judged`."""
+    return getattr(_LOCAL, "slice", None)
+
+
+def judged(fn, default, wall_s: float):
+    """fn() as one completion: under its own fresh Slice, unless this thread is already grading a
+    completion (then it shares that one). `default` when the slice runs out, or when the answer
+    has no value (an arithmetic or parse error on a hostile string): a grader never raises."""
+    if current() is not None:
+        return fn()  # the outer call catches
+    _LOCAL.slice = Slice(SLICE_S, wall_s)
+    try:
+        return fn()
+    except (OutOfTime, ArithmeticError, ValueError, RecursionError):
+        return default
+    finally:
+        _LOCAL.slice = None
 
 
 def grade_all(score, items: list, threads: int) -> list:
-    """[score(item) for item in items], on up to `threads` threads, under one Budget for them all."""
-    budget = Budget(len(items))
-
-    def run(item):
-        previous, _LOCAL.budget = current(), budget
-        try:
-            return score(item)
-        finally:
-            _LOCAL.budget = previous
-
+    """[score(item) for item in items] on up to `threads` threads; each item is one completion and
+    opens its own slice (through `judged`), so nothing is shared between them."""
     if threads <= 1 or len(items) <= 1:
-        return [run(item) for item in items]
+        return [score(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(threads, len(items))) as pool:
-        return list(pool.map(run, items))
+        return list(pool.map(score, items))
+
+
+def call_bound(n: int, workers: int, wall_s: float) -> float:
+    """The longest a call of `n` completions can take on `workers` workers, worker starts aside."""
+    return math.ceil(n / max(workers, 1)) * wall_s
