@@ -146,7 +146,7 @@ def grpo_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: floa
     lora, beta = check_peft(c.peft, c.lora), float(c.beta)
     batch = int(c.prompts_per_step) * int(c.num_generations)
     if engine.get("name") != "vllm":
-        mem = memory_parts.trainer_states(shape, lora, reference=beta > 0)
+        mem = memory_parts.trainer_states(shape, lora, reference=beta > 0, reference_bytes=4.0)
         mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, batch, tokens, 2)
         return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
     from harness.core.gpu_memory import grpo_vllm_plan

@@ -30,7 +30,7 @@ def test_memory_by_hand():
     assert kv_cache_bytes(cfg, 64, 100) == kv
     grpo = OmegaConf.create({"_target_": "methods.grpo.GRPO", "beta": 1e-3, "prompts_per_step": 8, "num_generations": 8})
     mem = method_memory(grpo, cfg, tokens=100, eval_batch=1)
-    assert sum(mem.values()) == 16 * P + 2 * P + kv  # 16 B/param + bf16 reference + KV
+    assert sum(mem.values()) == 16 * P + 4 * P + kv  # 16 B/param + fp32 reference (methods/grpo.py) + KV
     grpo.beta = 0.0
     assert "reference" not in method_memory(grpo, cfg, tokens=100, eval_batch=1)
     es = OmegaConf.create({"_target_": "methods.es.ES", "generation_batch_size": 64})
@@ -174,9 +174,9 @@ def test_grpo_on_vllm_planner_equals_what_the_trainer_requests(size, gpus, monke
     plan = method.memory_plan(shape, "bfloat16", H100, longest_prompt=150, max_completion_length=16)
     assert plan.fits and {k: float(v) for k, v in plan.parts().items()} == planned
     P = param_count(shape)
-    if gpus == 1:  # fp32 weights (methods/grpo.py trains an fp32 copy), gradients and AdamW states, a bf16 reference
+    if gpus == 1:  # fp32 weights (methods/grpo.py trains an fp32 copy), gradients and AdamW states, an fp32 reference
         assert planned["weights"] == planned["grads"] == 4 * P and planned["adamw"] == 8 * P
-        assert planned["reference"] == 2 * P
+        assert planned["reference"] == 4 * P
     else:  # fp32 and sharded under FSDP: 16 B/param over the GPUs
         assert planned["weights"] + planned["grads"] + planned["adamw"] == pytest.approx(16 * P / gpus, abs=4)
     assert sum(planned.values()) <= H100 and 0 < plan.utilization < 0.85

@@ -16,7 +16,8 @@ device must therefore fit in the remaining (1 - u) x total:
   ES on HF (engine=hf, in place): model weights + the same master, one buffer, the same transient
   GRPO colocated with vLLM (TRL 1.12 vllm_mode=colocate: vLLM runs inside the trainer's process),
   per process: weights, gradients, AdamW's two states (fp32: methods/grpo.py trains an fp32 copy under
-      autocast, divided over the shards under FSDP), a reference model in the model's dtype (beta > 0), and
+      autocast, divided over the shards under FSDP), a reference model in fp32 (beta > 0; methods/grpo.py loads
+      it in the policy's precision so the KL is 0 before the first update), and
       an activation estimate for one micro-batch (below)
   the driver's HF copy of the policy when it sits on the same device: GRPO and PPO train it there; ES on
       engines and evaluation-only runs on vLLM keep it on the CPU (harness/core/policy.py driver_place), and
@@ -363,9 +364,10 @@ def grpo_vllm_plan(shape, dtype, total: int, engine: dict, *, sequences: int, st
     """
     counts, b = model_counts(shape), dtype_bytes(dtype)
     tokens = prompt_tokens + completion_tokens
-    # full training keeps fp32 weights (methods/grpo.py upcasts them; FSDP would too), LoRA a frozen base in dtype
+    # full training keeps fp32 weights (methods/grpo.py upcasts them; FSDP would too) and an fp32 reference, LoRA a
+    # frozen base in dtype
     trainer = trainer_resident(shape, counts, param_bytes=b if lora_params else 4,
-                               reference_bytes=b if beta > 0 and not lora_params else 0, sequences=sequences,
+                               reference_bytes=4 if beta > 0 and not lora_params else 0, sequences=sequences,
                                tokens=tokens, completion_tokens=completion_tokens, activation_dtype_bytes=2,
                                checkpointing=checkpointing, shards=max(1, fsdp_shards), lora_params=lora_params)
     n = sequences * steps_per_generation

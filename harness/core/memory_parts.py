@@ -42,9 +42,11 @@ def gpus_needed(total_bytes: float, gpu_gb: float, headroom: float) -> int:
     return max(1, math.ceil(total_bytes / (headroom * gpu_gb * GB)))
 
 
-def trainer_states(shape, lora=None, reference: bool = False) -> dict[str, float]:
+def trainer_states(shape, lora=None, reference: bool = False, reference_bytes: float = 2.0) -> dict[str, float]:
     """A policy-gradient trainer's states: 16 bytes/param (GRPO and PPO train an fp32 copy under bf16 autocast:
-    weights 4, grads 4, AdamW m and v 8) and a bf16 reference when `reference`; with `lora` (r, target_modules)
+    weights 4, grads 4, AdamW m and v 8) and a reference when `reference`, at `reference_bytes` per parameter
+    (GRPO loads it in fp32, the policy's precision, so the KL is 0 before the first update: 4; PPO's is in the
+    model's dtype: 2); with `lora` (r, target_modules)
     bf16 frozen weights and 16 bytes per adapter parameter, the reference being the base with the adapter off
     (no second copy)."""
     P = gm.model_counts(shape).params
@@ -52,7 +54,7 @@ def trainer_states(shape, lora=None, reference: bool = False) -> dict[str, float
         return {"weights": 2.0 * P, "lora_states": 16.0 * lora_param_count(shape, lora.r, lora.target_modules)}
     mem = {"weights": 4.0 * P, "grads": 4.0 * P, "adamw": 8.0 * P}
     if reference:
-        mem["reference"] = 2.0 * P
+        mem["reference"] = reference_bytes * P
     return mem
 
 

@@ -32,7 +32,7 @@ SUPPORTED, CONTRADICTED, NOT_DETECTED, NOT_TESTABLE, NOT_RUN = (
 NOT_DECIDABLE = "not decidable from comparisons"
 UNCORRECTED = "uncorrected: records needed to apply BH"
 BY_SEED = "by seed (Student-t)"
-RERUN = "`python -m harness experiment={exp} results_dir=results`"
+RERUN = "`python -m harness experiment={exp} results_dir=results +overwrite_results=true`"
 CONF = Path(__file__).resolve().parents[2] / "conf"
 # what a row of comparisons.csv admits (row_status)
 PREDATE, UNTESTABLE, UNPAIRED, TESTED, INTERVAL = "predate", "not testable", "not paired", "tested", "interval"

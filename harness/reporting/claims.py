@@ -58,7 +58,7 @@ from harness.reporting.claim_rules import (averaged, boundary, grpo_tradeoff, no
 from harness.reporting.format import is_percent
 
 ES = ES_ROLE              # the ES column (role es: "ES", "ES full", "ES sigma=..."), never a variant or a sequential cell
-RERUN = "`python -m harness experiment={exp} results_dir=results`"
+RERUN = "`python -m harness experiment={exp} results_dir=results +overwrite_results=true`"
 
 
 @dataclass(frozen=True)
