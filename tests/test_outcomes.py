@@ -1,5 +1,6 @@
 """A results folder's comparisons recompute from its committed outcomes alone, byte for byte."""
 import gzip
+from pathlib import Path
 import shutil
 
 import numpy as np
@@ -103,3 +104,20 @@ def test_one_seed_against_several_is_refused_in_one_line(tmp_path):
     df = pd.read_csv(tmp_path / "out" / "comparisons.csv")
     row = df[df["comparison"] == "ES vs placebo"].iloc[0]
     assert row["result"].startswith("not paired: B has one seed and the other side 3") and "\n" not in row["result"]
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in RESULTS.glob("*/comparisons.csv")))
+def test_every_committed_folder_recomputes_or_says_it_cannot(folder, tmp_path):
+    """A folder with outcomes rebuilds its comparisons byte for byte; one without says so in its findings."""
+    src = RESULTS / folder
+    if not (src / OUTCOMES).is_file():
+        assert "Per-prompt outcomes are not committed for this folder" in (src / "findings.md").read_text()
+        return
+    copy = tmp_path / folder
+    shutil.copytree(src, copy)
+    rebuild(copy)
+    for name in FILES:
+        assert (copy / name).read_bytes() == (src / name).read_bytes(), name
