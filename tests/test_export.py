@@ -136,6 +136,41 @@ def test_a_lora_run_exports_the_merged_model_from_its_update_and_from_its_adapte
         assert all(torch.equal(got[n], t) for n, t in merged.items()), source
 
 
+def test_a_grpo_lora_run_exports_its_merged_model_and_the_export_scores_as_the_run_did(compose, tmp_path):
+    """GRPO (TRL) with LoRA: the run stores the merged model; the export is it, and `model=<export>` reproduces."""
+    task = f"task._target_={__name__}.DenseCountdown"
+    rec = run_one(compose("model=zoo-100k", "method=grpo", "method.num_generations=4", "method.prompts_per_step=2",
+                          "method.learning_rate=1e-3", "method.peft=lora", "method.lora.r=2",
+                          "method.lora.target_modules=[q_proj,v_proj]", task, "budget=updates", "budget.updates=2",
+                          *EVAL), tmp_path / "run")
+    assert rec.status == "ok" and rec.train.peft == "lora"
+    info = export(tmp_path / "run", tmp_path / "out")
+    got, merged, base = weights(tmp_path / "out"), load_file(str(tmp_path / "run" / "update.safetensors")), \
+        weights(ZOO / "zoo-100k")
+    assert info["source"] == "update" and all(torch.equal(got[n], t) for n, t in merged.items())
+    assert any(not torch.equal(got[n], base[n]) for n in merged)
+    again = run_one(compose(f"model={tmp_path / 'out'}", "method=base", task, *EVAL), tmp_path / "again")
+    assert again.metrics["test"]["greedy_reward"].per_prompt == rec.metrics["test"]["greedy_reward"].per_prompt
+
+
+@pytest.mark.slow  # the export runs in a child process (Python and torch start-up)
+def test_save_model_exports_at_the_end_of_a_run(compose, tmp_path):
+    rec = run_one(compose("model=zoo-100k", *ES, f"task._target_={__name__}.DenseCountdown", "budget.flops=2e8",
+                          "+save_model=true", *EVAL), tmp_path)
+    assert rec.status == "ok" and (tmp_path / "model" / "config.json").is_file()
+    trained = load_file(str(tmp_path / "update.safetensors"))
+    assert all(torch.equal(weights(tmp_path / "model")[n], t) for n, t in trained.items())
+
+
+def test_save_model_is_a_switch_that_takes_true_or_false(compose):
+    from harness.core.errors import ConfigError
+    from harness.runner.schema import validate
+
+    validate(compose("+save_model=true"))
+    with pytest.raises(ConfigError, match=r"\+save_model='yes' must be true or false"):
+        validate(compose("+save_model=yes"))
+
+
 def one_line_error(capsys, *argv) -> str:
     assert main([str(a) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
