@@ -69,7 +69,8 @@ from harness.core.flops import (completion_train_flops, forward_flops, generatio
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
 from harness.core.policy import Policy
 from harness.core.atomic import write_text_atomic
-from harness.core.rng import rng_state, set_rng_state
+from harness.core.errors import UserError
+from harness.core.rng import from_portable, portable, rng_state, set_rng_state
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
 from methods.ppo_config import PPO_FACTS, PPOMethodConfig, ppo_memory  # light: methods/ppo_config.py
@@ -434,7 +435,7 @@ class PPO(ConfiguredMethod):
         def write(tmp: Path) -> None:
             torch.save({"policy": wrapper.policy.state_dict(), "value": wrapper.value_model.state_dict(),
                         "optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.lr_scheduler.state_dict(),
-                        "rng": rng_state()}, tmp / "trainer.pt")
+                        "rng": portable(rng_state())}, tmp / "trainer.pt")
             fsync_file(tmp / "trainer.pt")
             write_text_atomic(tmp / "state.json", json.dumps(state) + "\n")  # last: marks it complete
 
@@ -443,14 +444,18 @@ class PPO(ConfiguredMethod):
     def _load_checkpoint(self, path: Path, trainer: PPOTrainer, ledger: Ledger) -> None:
         state = json.loads((path / "state.json").read_text())
         check_resumable(path, asdict(self.config), state["config"], ("max_updates", "checkpoint_every", "rollout_batch_size"), "PPO")
-        saved = torch.load(path / "trainer.pt", map_location="cpu", weights_only=False)  # RNG states live on CPU
+        try:  # weights_only: a crafted run folder must not run code on resume; RNG states live on CPU
+            saved = torch.load(path / "trainer.pt", map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - an older (pickled) or foreign checkpoint: refuse, never unpickle it
+            raise UserError(f"{path / 'trainer.pt'} cannot be read as weights only ({type(e).__name__}); it was "
+                            "written by older code or not by esbench: remove that folder to restart the run") from None
         wrapper = trainer.accelerator.unwrap_model(trainer.model)
         wrapper.policy.load_state_dict(saved["policy"])
         wrapper.value_model.load_state_dict(saved["value"])
         trainer.optimizer.load_state_dict(saved["optimizer"])
         trainer.lr_scheduler.load_state_dict(saved["scheduler"])
         ledger.load_state_dict(state["ledger"])
-        set_rng_state(saved["rng"])
+        set_rng_state(from_portable(saved["rng"]))
         print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
 
     def _check_gpus(self, shape, gpu_bytes: int, tokens: int) -> None:

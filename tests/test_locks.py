@@ -119,3 +119,15 @@ def test_a_child_whose_parent_is_already_gone_does_not_start():
                         "print('started')"], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(ROOT), PARENT_ENV: "1"})  # its parent is not pid 1
     assert r.returncode == 143 and "started" not in r.stdout and "is gone; not starting it" in r.stderr
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path):
+    from harness.core.locks import LOCK_NAME, LockIsLink, folder_lock
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / LOCK_NAME).symlink_to(target)
+    with pytest.raises(LockIsLink, match="symbolic link"):
+        with folder_lock(tmp_path / "run", "the run folder"):
+            pass
+    assert target.read_text() == "keep me"

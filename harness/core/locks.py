@@ -18,6 +18,7 @@ children (Python opens files non-inheritable), so a child never keeps its parent
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -34,6 +35,10 @@ _HELD: dict[str, int] = {}  # lock path -> descriptor: this process re-entering 
 
 class FolderBusy(UserError, RuntimeError):
     """Another live process holds the folder's lock; the message names it and what to do."""
+
+
+class LockIsLink(UserError, RuntimeError):
+    """The folder's lock file is a symbolic link: refused, never followed."""
 
 
 def _holder(path: Path) -> str:
@@ -58,7 +63,12 @@ def folder_lock(folder: Path, what: str, shared: bool = False):
     if key in _HELD:  # this process holds it already: a second flock of its own would refuse itself
         yield path
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:  # O_NOFOLLOW: a lock file that is a link would have us truncate and write whatever it points at
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise LockIsLink(f"{path} is a symbolic link, not esbench's lock file; remove it (rm {path}) and rerun") from None
     try:
         fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:

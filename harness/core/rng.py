@@ -25,6 +25,25 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def portable(state: dict) -> dict:
+    """rng_state() in types `torch.load(weights_only=True)` reads back (tensors, lists, numbers, strings): a
+    checkpoint in a run folder must never need unpickling arbitrary objects to resume."""
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    version, internal, gauss = state["python"]
+    return {"python": [version, list(internal), gauss], "numpy": [name, torch.from_numpy(np.asarray(keys, np.int64)),
+                                                                    int(pos), int(has_gauss), float(cached)],
+            "torch": state["torch"], "cuda": state["cuda"]}
+
+
+def from_portable(state: dict) -> dict:
+    """The inverse of portable(): what set_rng_state takes."""
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    version, internal, gauss = state["python"]
+    return {"python": (version, tuple(internal), gauss),
+            "numpy": (name, keys.numpy().astype(np.uint32), pos, has_gauss, cached),
+            "torch": state["torch"], "cuda": state["cuda"]}
+
+
 class rng_preserved:
     """Restore every RNG state on exit, so what runs inside draws nothing training would see."""
 
