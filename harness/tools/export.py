@@ -116,9 +116,17 @@ def load_base(rec, run_dir: Path):
     from transformers import AutoModelForCausalLM
 
     from harness.analysis.update import UpdateError, check_base
+    from harness.core.hub import not_cached_message, offline_unless_reachable
     from harness.core.policy import DTYPES as LOAD_DTYPES, resolve_model_path
 
-    model = AutoModelForCausalLM.from_pretrained(resolve_model_path(rec.model), dtype=LOAD_DTYPES[run_dtype(rec)])
+    path = resolve_model_path(rec.model)
+    offline = path == rec.model and not Path(path).exists() and offline_unless_reachable(rec.model)  # a hub id
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=LOAD_DTYPES[run_dtype(rec)])
+    except OSError as e:
+        raise ExportError(not_cached_message(rec.model) if offline else
+                          f"the run's base model {rec.model!r} does not load ({str(e).splitlines()[0]}); "
+                          "the export needs the weights the run started from") from None
     if (rec.update or {}).get("base_sha256"):
         try:
             check_base(model, rec.update, str(run_dir), rec.model)

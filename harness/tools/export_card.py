@@ -17,7 +17,8 @@ from harness.core import paths, wheels
 LICENCE_FILES = re.compile(r"^(LICEN[CS]E|NOTICE|COPYING|GEMMA_TERMS|USE_POLICY)", re.IGNORECASE)
 SPDX = {"Apache-2.0": "apache-2.0", "MIT": "mit"}  # the hub's card metadata spells licences in lower case
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
-SOURCES = {"master": "ES's fp32 master (es_checkpoint/master.safetensors, the run's last iteration)",
+SOURCES = {"master": "ES's master (es_checkpoint/master.safetensors, the run's last iteration; fp32 unless "
+                     "method.numerics=inplace, LoRA adapters merged when method.peft=lora)",
            "update": "the run's theta_final (update.safetensors, the run's dtype)",
            "base": "the base model itself (the run trains nothing)"}
 
