@@ -12,9 +12,11 @@ The child gets ESBENCH_PARENT_PID and arms PR_SET_PDEATHSIG at start (harness/co
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness.core.errors import Terminated
@@ -35,26 +37,50 @@ def _hydra_flags(argv: list[str]) -> list[str]:
     return out
 
 
+def start_child(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    """Start `python -m harness <this command line's Hydra flags> ARGS` in a child that dies with this process;
+    `env` adds variables (a lane's CUDA_VISIBLE_DEVICES). Start it from the main thread: the kernel's
+    death signal follows the thread that started the child (PR_SET_PDEATHSIG), not the process."""
+    cmd = [sys.executable, "-m", "harness", *_hydra_flags(sys.argv[1:]), *args]
+    return subprocess.Popen(cmd, env=child_env({**os.environ, **(env or {})}))
+
+
+def stop_children(procs: list[subprocess.Popen], grace_s: float = 120.0) -> None:
+    """SIGTERM each child still running (each writes its record as interrupted, then stops); SIGKILL the
+    ones that have not stopped within `grace_s`, counted from the first signal, not per child."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in live:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def exit_status(rc: int, what: str) -> int:
+    """A child's exit status as the experiment takes it. Raises Terminated when it was interrupted from
+    outside (exit 130 or 143), so the experiment stops too and a rerun resumes."""
+    if rc in (130, 143):
+        raise Terminated(f"{what} was interrupted (exit status {rc})")
+    return rc
+
+
 def run_child(args: list[str], what: str) -> int:
     """`python -m harness <this command line's Hydra flags> ARGS` in a child that dies with this process.
 
     Returns its exit status (negative: killed by that signal). Raises Terminated when it was
     interrupted (exit 130 or 143), so the experiment stops too and a rerun resumes.
     """
-    cmd = [sys.executable, "-m", "harness", *_hydra_flags(sys.argv[1:]), *args]
-    proc = subprocess.Popen(cmd, env=child_env())
+    proc = start_child(args)
     try:
         rc = proc.wait()
     except BaseException:  # SIGTERM or Ctrl-C here: the child writes its record as interrupted, then stops
-        proc.terminate()
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_children([proc])
         raise
-    if rc in (130, 143):  # the child was interrupted from outside: stop the experiment too (a rerun resumes)
-        raise Terminated(f"{what} was interrupted (exit status {rc})")
-    return rc
+    return exit_status(rc, what)
 
 
 def mark_killed(run_dir: Path, why: str) -> None:

@@ -12,6 +12,7 @@ overrides, and gets an index in a fixed order (model, then cell/grid point, then
 
     python -m harness experiment=X +dry_run=true     # list every run with its index and overrides
     python -m harness experiment=X                   # run them all in turn, then write the tables
+    python -m harness experiment=X lanes=2           # two at a time, each in its own process (harness/runner/lanes.py)
     python -m harness experiment=X stamp=S +run_index=7        # run one (e.g. one cluster job)
                                                                # (tables each time; analysis from the last job)
     python -m harness.runner.launch experiment=X stamp=S launcher=submitit_slurm   # one cluster job per run
@@ -48,6 +49,7 @@ from harness.core.locks import folder_lock
 from harness.core.paths import CONF_DIR
 from harness.core.records import (RECORD_NAME, Manifest, PlannedRun, cpu, git_sha, read_record, versions,
                                    write_manifest)
+from harness.runner import lanes
 from harness.runner.declared import check_unchanged, declaration
 from harness.runner.schema import CONTROL_KEYS, ConfigError, point_label, slug, validate
 
@@ -384,7 +386,7 @@ def bind_methods(todo: list[PlannedRun], children: dict[int, DictConfig]) -> Non
 
 
 def run_experiment(cfg: DictConfig) -> int:
-    """Run the selected runs of the experiment in turn, then rebuild its tables.
+    """Run the selected runs of the experiment (in lanes: harness/runner/lanes.py), then rebuild its tables.
 
     The stamp folder is locked while this runs (harness/core/locks.py): exclusively when running the
     whole experiment, shared for a `+run_index` job (the jobs of one fan-out run side by side); a run's
@@ -431,6 +433,10 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
     from harness.runner.run import run_one
 
     done = {r.index for r in todo if _is_done(root / r.key, children[r.index])}  # checked before any work
+    pending = [r for r in todo if r.index not in done]
+    # side by side (harness/runner/lanes.py) only where each run gets its own process; checked before any is written
+    p = (lanes.plan(cfg.get("lanes"), pending, children) if len(todo) > 1 and world_size() == 1
+         and not cfg.get("child_run") else None)
     if is_main_process():  # rl: under accelerate/torchrun only rank 0 writes (harness/core/distributed.py)
         write_manifest(root, manifest(cfg, runs))  # every job writes the same plan
     failed, t0, ran = [], time.time(), 0
@@ -439,6 +445,8 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
         head = f"[{r.index + 1}/{len(runs)}] {r.model or ''} seed={r.seed} {r.label}"
         if r.index in done:
             print(f"{head}: done already ({run_dir / RECORD_NAME}), skipped", flush=True)
+            continue
+        if p is not None and p.lanes > 1:  # the rest run in lanes, after every skipped run is listed
             continue
         # a child or a +run_index job has one run: the overall line is its parent's
         overall = experiment_progress(len(done) + ran, len(todo), ran, time.time() - t0) if len(todo) > 1 else ""
@@ -460,6 +468,8 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
         except Exception as e:  # noqa: BLE001 - one bad run must not take the others down; its record says why
             log.error("run %d (%s) failed: %s: %s", r.index, r.label, type(e).__name__, e)
             failed.append((r, f"{type(e).__name__}: {e}"))
+    if p is not None and p.lanes > 1:
+        failed = lanes.run_in_lanes(p, pending, cli, root, len(runs), len(done), len(todo))
     if not is_main_process() or cfg.get("child_run"):  # rl: rank 0 writes the tables; a child: its parent does
         return len(failed)
     out = Path(cfg.results_dir) / cfg.group

@@ -45,8 +45,9 @@ EXPERIMENT_KEYS = {"vars", "models", "seeds", "cells", "grids", "select_by", "su
 # does not declare), and harness/runner/experiment.py strips them from the command line before composing each run
 # (it passes stamp on itself).
 # overwrite_results: let tables be written into a folder git tracks files in (harness/reporting/report.py refuse_tracked)
+# lanes: how many runs an experiment runs side by side (harness/runner/lanes.py); never passed on to a run
 CONTROL_KEYS = frozenset({"run_index", "dry_run", "plan", "include", "rehearse", "child_run", "stamp", "launcher",
-                          "hydra", "overwrite_results"})
+                          "hydra", "overwrite_results", "lanes"})
 # Switches of one run, added only with +: +save_model=true exports the trained policy to <run_dir>/model at the end
 # (harness/tools/export.py). Unlike CONTROL_KEYS an experiment passes them on to every run it launches.
 RUN_SWITCHES = frozenset({"save_model"})
@@ -191,6 +192,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"seed={seed!r} must be an int{hint}")
     if not (_is_int(cfg.get("threads")) and cfg.threads >= 1):
         raise ConfigError(f"threads={cfg.get('threads')!r} must be an int >= 1")
+    lanes = cfg.get("lanes", "auto")
+    if lanes not in (None, "auto") and not (_is_int(lanes) and lanes >= 1):
+        raise ConfigError(f"lanes={lanes!r} must be auto or an int >= 1 (lanes=1: an experiment's runs one at a time)")
     if cfg.get("logger") not in ("none", "tensorboard", "wandb"):
         raise ConfigError(f"logger={cfg.get('logger')!r} is unknown; use none, tensorboard or wandb")
     if cfg.get("device") not in ("auto", "cpu", "cuda"):

@@ -85,8 +85,10 @@ def usage(argv: list[str], conf_dir: Path) -> str:
         lines.append(f"  {group + ':':12s}{', '.join(shown)}")
     lines += ["",
               "experiments and their records:",
-              "  experiment=NAME         run every run of conf/experiment/NAME.yaml in turn, then write its tables",
+              "  experiment=NAME         run every run of conf/experiment/NAME.yaml, then write its tables",
               "  stamp=NAME              the records folder runs/<group>/NAME/; the same stamp resumes (done runs skipped)",
+              "  lanes=N                 runs side by side, each in its own process (default auto: cores / threads on CPU,",
+              "                          each run's planned GPUs of the visible ones on GPUs); lanes=1: one after another",
               "  results_dir=DIR         where tables and plots go (default outputs/); a folder git tracks files in",
               "                          (results/) is refused unless +overwrite_results=true",
               "  +overwrite_results=true curate: rewrite committed tables, e.g. an experiment's with its stamp",
