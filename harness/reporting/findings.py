@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.reporting.endpoints import Declarations, direction_note, roles
-from harness.reporting.format import is_percent, isnan
+from harness.reporting.format import is_percent, isnan, md_row
 from harness.reporting.stats import ALPHA, MAX_BOOT, MC_TARGET, N_BOOT, Q
 
 DETECTED, NOMINAL, NOT_DETECTED = "detected", "nominal only", "not detected"
@@ -143,7 +143,7 @@ def comparisons_markdown(df: pd.DataFrame, title: str, preface: str = "") -> str
         cells = [r["model"], r["comparison"], r["metric"], "-" if isnan(r["difference"]) else interval(r), n_text(r),
                  "none" if r["pairing"] == "none" else method_text(r), p_text(r["p_value"], _floor(r), r.get("n_boot")),
                  p_text(r["p_bh"]), r["result"], r["note"] or ""]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append(md_row(cells))
     if df.empty:
         lines.append("\nNothing to compare (no pair of successful rows: see the module docstring of "
                      "harness/reporting/comparisons.py for the rules).")

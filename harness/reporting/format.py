@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 PERCENT = ("greedy_acc", "pass@", "maj@")
 _ORDER = ("greedy_acc", "pass@", "maj@", "mean_reward", "greedy_reward")
@@ -27,3 +28,20 @@ def metric_order(names) -> list[str]:
                 return i, int(m[len(prefix):]) if m[len(prefix):].isdigit() else 0, m
         return 9, 0, m
     return sorted(names, key=rank)
+
+
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def md_cell(text) -> str:
+    """One markdown table cell from text that may come from a run folder (a model name, a label): a `|` or a
+    line break there would forge columns or rows, and an HTML tag would render; each is escaped. Text the
+    tables write themselves ("p < 0.05", "←") is unchanged."""
+    s = str(text).replace("\\", "\\\\").replace("|", "\\|")
+    s = re.sub(r"[\r\n]+", " ", s)
+    return _TAG.sub("&lt;", s)
+
+
+def md_row(cells) -> str:
+    """A markdown table row of escaped cells (md_cell)."""
+    return "| " + " | ".join(md_cell(c) for c in cells) + " |"

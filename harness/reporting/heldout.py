@@ -6,7 +6,7 @@ experiments with published held-out numbers (`paper_heldout:`) print "measured (
 from __future__ import annotations
 
 from harness.core.records import Record
-from harness.reporting.format import fmt_value, metric_order
+from harness.reporting.format import fmt_value, md_row, metric_order
 
 HELDOUT_NOTE = "Accuracy-type metrics in %, mean over test prompts [bootstrap 95% CI]."
 
@@ -24,7 +24,7 @@ def heldout_markdown(records: list[Record]) -> str:
             ms = r.heldout[name]["metrics"]
             cells = [f"{fmt_value(ms[m].mean, m)} [{fmt_value(ms[m].ci_low, m)}, {fmt_value(ms[m].ci_high, m)}]"
                      if m in ms else "-" for m in metrics]
-            lines.append("| " + " | ".join([r.model_key or r.model, r.label, str(r.seed), *cells]) + " |")
+            lines.append(md_row([r.model_key or r.model, r.label, str(r.seed), *cells]))
         blocks.append("\n".join(lines) + f"\n\n{HELDOUT_NOTE}\n")
     return "".join(blocks)
 
@@ -48,6 +48,6 @@ def heldout_paper_markdown(records: list[Record], paper_heldout: dict | None,
                     vals = [d[m].mean for d in done if m in d]
                     got = 100 * sum(vals) / len(vals) if vals else None
                     cells.append(f"- (paper {pub:.1f})" if got is None else f"{got:.1f} ({pub:.1f}, {got - pub:+.1f})")
-                lines.append(f"| {model} | {col} | " + " | ".join(cells) + " |")
+                lines.append(md_row([model, col, *cells]))
         blocks.append("\n".join(lines) + "\n")
     return "".join(blocks)

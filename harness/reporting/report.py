@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +39,7 @@ from harness.core.records import Manifest, Record, read_records, write_manifest
 from harness.reporting.aggregate import NOT_OK, ONE_SEED, SUPERSEDED, aggregate, metric_names, model_task, plan_of
 from harness.reporting.comparisons import write_comparisons
 from harness.reporting.curves import curves_plot
-from harness.reporting.format import fmt_value, is_percent
+from harness.reporting.format import fmt_value, is_percent, md_row
 from harness.reporting.format import isnan
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
 from harness.reporting.outcomes import write_outcomes
@@ -163,7 +164,7 @@ def markdown(df: pd.DataFrame, metrics: list[str], extra: dict[str, list[str]] |
                  num(r.get("executed_flops"), "{:.3g}"), num(_ratio(r.get("executed_flops"), r.get("flops_used")), "{:.2f}"),
                  budget_cell(r),
                  num(r.get("steps"), "{:.0f}"), num(r.get("wall_s"), "{:.0f}")]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines) + "\n"
 
 
@@ -213,7 +214,7 @@ def summary_markdown(main: pd.DataFrame, metric: str, paper: dict | None, note: 
                              else f"{got}{star} ({_fmt_pub(pub, metric)}, {diff:+.3f})")
             else:
                 cells.append(f"{got}{star}" + ("" if pub is None else f" (paper {_fmt_pub(pub, metric)})"))
-        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append(md_row([model, *cells]))
     unit = " in %" if is_percent(metric) else ""
     grids = main["grid"].apply(lambda g: isinstance(g, str)).any() if "grid" in main else False
     text = "\n".join(lines) + f"\n\nTest {metric}{unit}." + (" RL columns are each grid's point chosen on validation."
@@ -248,7 +249,7 @@ def axis_markdown(points: pd.DataFrame, main: pd.DataFrame, spec: dict, metrics:
             if ref:
                 hit = main[(main["model"] == model) & (main["cell"] == ref)]
                 cells.append(metric_cell(hit.iloc[0], m) if not hit.empty else "-")
-            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+            lines.append(md_row([model, *cells]))
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
 
@@ -279,10 +280,17 @@ def output_name(root: Path) -> str:
     """The group whose tables these are (outputs/<name>/): the plan's group, else a record's, else the folder's name."""
     man = plan_of(root, [])  # a damaged plan: the group comes from the records or the folder
     if man is not None and man.group:
-        return man.group
+        return safe_name(man.group)
     records, _ = read_records(root)
     group = next((r.config.get("group") for r in records if isinstance(r.config, dict) and r.config.get("group")), None)
-    return str(group or Path(root).resolve().name)
+    return safe_name(str(group or Path(root).resolve().name))
+
+
+def safe_name(group) -> str:
+    """A group as one folder name under outputs/: a record's group is data from a run folder, and "/etc" or
+    "../x" there must not send the tables outside outputs/ (separators and leading dots become "_")."""
+    name = re.sub(r"[^A-Za-z0-9._=+-]+", "_", str(group)).lstrip(".") or "_"
+    return name
 
 
 def write_report(root: Path, out_dir: Path, select_by: str | None = None, title: str | None = None,
