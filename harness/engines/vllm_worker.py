@@ -109,7 +109,14 @@ class WorkerExtension:
     engine with its class (make_engine(..., extension="module.Class"))."""
 
     def _engine_model(self) -> torch.nn.Module:
-        return self.model_runner.model
+        """The engine's model through the worker's own accessor (vllm/v1/worker/gpu_worker.py Worker.get_model,
+        which CPUWorker inherits, in 0.27.1): `model_runner.model` is a CUDA-graph wrapper on a GPU
+        (gpu_model_runner.py get_model unwraps it) and lives elsewhere on Model Runner V2 (v1/worker/gpu)."""
+        return self.get_model()
+
+    def engine_pid(self) -> int:
+        """The id of the process this extension runs in (the engine core's own with multiprocessing on)."""
+        return os.getpid()
 
     def engine_write(self, tensors) -> None:
         """Load (HF name, tensor) pairs into the engine's parameters (casts to the engine's dtype)."""

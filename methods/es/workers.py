@@ -111,8 +111,10 @@ def engine_memory(engine: str, policy: Policy, spec: dict | None = None) -> tupl
 
 @contextlib.contextmanager
 def engine_start_lock(cfg, gpus: str | None = None):
-    """Held while a vLLM engine that shares its GPU with others (engine.engines_per_gpu > 1) starts, so they
-    start one at a time; a no-op otherwise. Each engine sizes its KV cache from device-wide free memory measured
+    """Held while a vLLM engine that shares its GPU with others (engine.engines_per_gpu > 1) starts and its worker
+    allocates ES's master there (ESWorker holds it until the first init_master returns: es_init allocates after
+    vLLM's profile, so a second engine profiling meanwhile would see that memory vanish), so they start one at a
+    time; a no-op otherwise. Each engine sizes its KV cache from device-wide free memory measured
     before and after its profile run (vllm/utils/mem_utils.py memory_profiling) and asserts that free memory did
     not grow meanwhile (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory), so an engine starting
     beside another that is loading or profiling either mis-sizes its cache or fails that assertion. The lock is
@@ -157,8 +159,14 @@ class ESWorker:
                                   "cuda" if torch.cuda.is_available() else "cpu")
                       if cfg.caps.in_place else policy_shell(spec))
         resident, shared = engine_memory(cfg.name, policy, spec)
-        with engine_start_lock(cfg):
+        # the start lock stays held until the master is allocated (init_master: es_init), not just the engine built
+        self._starting = contextlib.ExitStack()
+        self._starting.enter_context(engine_start_lock(cfg))
+        try:
             self.engine = make_engine(policy, cfg, extension=EXTENSION, resident=resident, shared=shared)
+        except BaseException:
+            self._starting.close()
+            raise
         self.weights = weights_for(self.engine, named, **(numerics or {}))
         self.task = task
         self.rows = task.load("train").to_dict()
@@ -169,8 +177,11 @@ class ESWorker:
 
     def init_master(self, path: str | None, spec: NoiseSpec) -> str:
         """The master from `path` (None: the working weights) under the variant's NoiseSpec; its checksum."""
-        self.weights.set_noise(spec)
-        self.weights.init_master(path)
+        try:
+            self.weights.set_noise(spec)
+            self.weights.init_master(path)
+        finally:
+            self._starting.close()  # the master is allocated: the next engine on this GPU may start
         return self.weights.checksum()
 
     def score(self, member_seeds: list[int], idx: list[int], sigma: float, batch_size: int,
@@ -216,6 +227,7 @@ class ESWorker:
         return self.weights.numerics(final)
 
     def close(self) -> None:
+        self._starting.close()
         self.engine.close()
 
 
