@@ -238,6 +238,13 @@ def ledger(results: Path, out: Path) -> str:
 
 
 def write_ledger(results: Path, out: Path) -> Path:
+    """Check every comparisons.csv the ledger reads (harness/reporting/ledger_check.py: an edited row fails,
+    naming itself, before any claim is decided), then write the ledger."""
+    import pandas as pd
+
+    from harness.reporting.ledger_check import check_folder
+    for csv in sorted(Path(results).glob("*/comparisons.csv")):
+        check_folder(csv.parent, pd.read_csv(csv))
     write_text_atomic(Path(out), ledger(results, out))
     return Path(out)
 
@@ -250,7 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.results.is_dir():
         ap.error(f"{args.results} is not a folder; run from the repository root or pass --results")
-    print(write_ledger(args.results, args.out))
+    from harness.core.errors import UserError
+    try:
+        print(write_ledger(args.results, args.out))
+    except UserError as e:  # a committed comparisons.csv that disagrees with itself or its runs (ledger_check.py)
+        print(f"esbench: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
