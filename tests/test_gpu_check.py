@@ -115,8 +115,115 @@ def test_quick_smoke_runs_every_section_it_can(tmp_path):
     sec = json.loads(out.read_text())["sections"]
     assert sec["mem7b"]["params"] > 0 and sec["mem7b"]["predicted_total_gib"] > 0
     assert sec["grpo"]["steps"] == 2 and sec["grpo"]["beta"] == 1e-3
-    assert {k: v["status"] for k, v in sec["e2e"].items() if isinstance(v, dict)} == {
-        "base": "ok", "es": "ok", "grpo": "ok", "ppo": "ok"}
+    assert {k: v["status"] for k, v in sec["e2e"].items()} == {"base": "ok", "es": "ok", "grpo": "ok"}  # no ppo unasked
     assert sec["e2e"]["es"]["steps"] == 2 and sec["e2e"]["es"]["device"] == "cpu"
-    for name in ("gen", "es-vllm"):
+    for name in ("check", "gen", "es-vllm"):
         assert ("skipped" in sec[name]) == (NO_VLLM is not None)
+    if NO_VLLM is None:  # fp32: members decode the same tokens on both engines and reach the same master
+        assert sec["check"]["agree"] and sec["check"]["same_outputs"] and sec["check"]["same_master_after_update"]
+    assert list(sec) == ["check", "es-vllm", "mem7b", "gen", "es-hf", "grpo", "e2e"]  # correctness before timing
+
+
+# ---- --quick's bookkeeping, with its children faked (fast) ----
+@pytest.fixture
+def fake_quick(monkeypatch, tmp_path):
+    """--quick with the machine, vLLM and every child faked: `calls` records each child's job and the JSON on disk
+    when it started; `slow` makes a section's child take all the time it is given."""
+    from harness.tools import gpu_check_quick as Q
+    out = tmp_path / "q.json"
+    calls, clock = [], {"t": 0.0}
+    monkeypatch.setattr(Q, "environment", lambda: {"cuda_available": True, "device": "fake"})
+    monkeypatch.setattr("harness.engines.vllm_available", lambda: None)
+    monkeypatch.setattr(Q, "_clock", lambda: clock["t"])
+
+    def child(job, timeout):
+        calls.append({"job": job, "timeout": timeout, "json": json.loads(out.read_text())})
+        clock["t"] += Q.QUICK_BUDGET_S.get(job["section"], 5) / 2
+        if job["section"] in ("es-hf", "es-vllm"):
+            return {"rewards": [0.5, 0.25, 0.1], "outputs_sha256": ["a", "b", "c"], "checksum_after_update": "x"}
+        return {"figure": 1}
+
+    def e2e(name, job, tmp, timeout):
+        calls.append({"job": {"section": f"e2e:{name}"}, "timeout": timeout, "json": json.loads(out.read_text())})
+        clock["t"] += 30
+        return {"exit": 0, "status": "ok"}
+
+    monkeypatch.setattr(Q, "run_child", child)
+    monkeypatch.setattr(Q, "end_to_end_run", e2e)
+    return Q, out, calls, clock
+
+
+def test_quick_saves_after_env_and_every_section_and_leaves_ppo_out(fake_quick):
+    from harness.tools import gpu_check
+    Q, out, calls, _ = fake_quick
+    assert gpu_check.main(["--quick", "--out", str(out), "--deadline", "100000"]) == 0
+    assert calls[0]["job"]["section"] == "build" and calls[0]["json"]["env"]["device"] == "fake"  # env saved first
+    sections = [c["job"]["section"] for c in calls]
+    assert sections == ["build", "es-hf", "es-vllm", "es-vllm", "mem7b", "gen", "es-hf", "grpo",
+                        "e2e:base", "e2e:es", "e2e:grpo"]  # the check (HF, then vLLM in fp32) first; no ppo
+    assert calls[1]["job"]["dtype"] == calls[2]["job"]["dtype"] == "float32" and calls[1]["job"]["new_tokens"] == 16
+    seen = [set(c["json"]["sections"]) for c in calls]
+    assert seen[3] == {"check"} and seen[4] == {"check", "es-vllm"}  # each section on disk before the next starts
+    assert calls[-1]["json"]["sections"]["e2e"] == {"base": {"exit": 0, "status": "ok"},
+                                                      "es": {"exit": 0, "status": "ok"}}  # after every method
+    res = json.loads(out.read_text())
+    assert res["sections"]["check"]["agree"] and not out.with_name(out.name + ".tmp").exists()
+
+
+def test_quick_sections_pick_and_the_deadline_skips_what_does_not_fit(fake_quick):
+    from harness.tools import gpu_check
+    Q, out, calls, _ = fake_quick
+    assert gpu_check.main(["--quick", "--out", str(out), "--sections", "mem7b,es-hf,e2e", "--e2e-methods", "ppo",
+                           "--deadline", "150"]) == 0  # the fake clock: es-hf ends at 72.5 s, ppo needs 90
+    sec = json.loads(out.read_text())["sections"]
+    assert list(sec) == ["mem7b", "es-hf", "e2e"]  # QUICK_SECTIONS order, only those named
+    assert "figure" in sec["mem7b"] and "rewards" in sec["es-hf"] and Q.QUICK_BUDGET_S["e2e:ppo"] == 90
+    assert sec["e2e"]["ppo"]["skipped"].startswith("deadline:") and "--sections e2e" in sec["e2e"]["ppo"]["skipped"]
+    assert all(c["timeout"] <= c["json"]["deadline_s"] for c in calls)  # no child may outlive the deadline
+    assert gpu_check.main(["--quick", "--out", str(out), "--sections", "es-hf,bogus"]) == 2
+
+
+def test_a_child_is_killed_with_its_whole_process_group(tmp_path):
+    """At its timeout the child and the grandchild it started (as vLLM's engine core would be) both end."""
+    from harness.tools.gpu_check_children import run_group
+    pidfile = tmp_path / "grandchild"
+    script = (f"import subprocess, time; p = subprocess.Popen(['sleep', '300']); "
+              f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)")
+    r = run_group([sys.executable, "-c", script], timeout=3)
+    assert r["timed_out"] and r["s"] < 60
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_sigterm_to_the_check_kills_the_running_childs_group(tmp_path):
+    """A lease ending (SIGTERM to gpu_check) ends the running measurement's whole group, not just gpu_check."""
+    import signal
+    import time
+    pidfile = tmp_path / "grandchild"
+    inner = (f"import subprocess, time; p = subprocess.Popen(['sleep', '300']); "
+             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)")
+    outer = ("import sys; from harness.tools.gpu_check_children import exit_on_sigterm, run_group; exit_on_sigterm(); "
+             f"run_group([sys.executable, '-c', {inner!r}], 600)")
+    p = subprocess.Popen([sys.executable, "-c", outer])
+    for _ in range(300):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not _alive(int(pidfile.read_text()))
+
+
+def _alive(pid: int, within: float = 15.0) -> bool:
+    """Whether `pid` still runs after `within` seconds (a zombie, ended but not yet reaped, does not run)."""
+    import time
+    from pathlib import Path
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if state == "Z":
+            return False
+        time.sleep(0.2)
+    return True
