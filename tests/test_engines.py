@@ -377,3 +377,56 @@ def test_an_engine_that_finds_too_little_free_memory_says_so_in_one_line(monkeyp
     with pytest.raises(EngineError, match=r"needs [\d,]+ bytes free on the device now .* only 50,000,000,000") as e:
         VLLMEngine._plan(policy, cfg, resident, shared)
     assert "\n" not in str(e.value)
+
+
+def test_the_start_lock_is_held_until_es_init_has_allocated_the_master(monkeypatch, tmp_path):
+    """Two ES engines sharing a GPU start one at a time, and "started" includes es_init: the master is allocated
+    after vLLM's profile, so a second engine profiling meanwhile would see that memory vanish. The ES worker holds
+    the start lock from make_engine until its first init_master returns (and drops it if that fails)."""
+    import fcntl
+    import types
+
+    from methods.es import workers as es_workers
+    from methods.es.core import NoiseSpec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    monkeypatch.setattr(es_workers.tempfile, "gettempdir", lambda: str(tmp_path))
+    lock = tmp_path / "esbench-vllm-start-gpu5.lock"
+
+    def held() -> bool:
+        with open(lock, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return False
+
+    seen = {}
+
+    class Weights:
+        def set_noise(self, spec):
+            pass
+
+        def init_master(self, path):
+            seen["during es_init"] = held()
+            if path == "fail":
+                raise RuntimeError("es_init failed")
+
+        def checksum(self):
+            return "c"
+
+    def engine(*args, **kwargs):
+        seen["during make_engine"] = held()
+        return types.SimpleNamespace(close=lambda: None)
+
+    monkeypatch.setattr(es_workers, "make_engine", engine)
+    monkeypatch.setattr(es_workers, "weights_for", lambda *a, **k: Weights())
+    cfg = {"name": "vllm", "engines_per_gpu": 2}
+    worker = es_workers.ESWorker(0, cfg, TASK, policy=load_policy(MODEL, "float32", device="cpu"))
+    assert seen == {"during make_engine": True} and held()  # built, master not yet allocated: still held
+    assert worker.init_master(None, NoiseSpec()) == "c" and seen["during es_init"] and not held()
+    worker = es_workers.ESWorker(1, cfg, TASK, policy=load_policy(MODEL, "float32", device="cpu"))
+    with pytest.raises(RuntimeError, match="es_init failed"):
+        worker.init_master("fail", NoiseSpec())
+    assert not held()  # a failed es_init does not keep the other engines waiting
