@@ -143,3 +143,27 @@ def test_evaluation_grades_in_parallel_each_under_its_slice(graders):
     # one slice each (CPU: a loaded machine stretches wall time), never 4 x 5 s one by one
     assert bounded.worker_cpu() - cpu < 4 * (budget.SLICE_S + bounded.CPU_GRACE_S) + 1
     assert time.monotonic() - start < budget.call_bound(5, bounded.MAX_WORKERS, budget.WALL_S)
+
+
+TEXT_TASKS = ["arithmetic", "countdown", "csqa", "gpqa", "conciseness", "hotpotqa"]  # no sandbox
+
+
+@pytest.mark.parametrize("name", TEXT_TASKS)
+def test_every_text_task_is_total(name):
+    """The same strings against the other graders, each with a real row's columns."""
+    from pathlib import Path
+
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    conf = OmegaConf.load(Path(__file__).parents[1] / "conf" / "task" / f"{name}.yaml")
+    task = instantiate(conf)
+    rows = task.load("test").select(range(1))
+    row = {k: v[0] for k, v in rows.to_dict().items() if k != "prompt"}
+    texts = HOSTILE + fuzz(3, 60)
+    for text in texts:
+        answer = task.extract_answer(text)
+        assert answer is None or isinstance(answer, str)
+        assert task.is_correct(text, **row) in (True, False)
+    rewards = task.reward(texts, **{k: [v] * len(texts) for k, v in row.items()})
+    assert len(rewards) == len(texts)
