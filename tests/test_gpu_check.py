@@ -180,7 +180,14 @@ def test_quick_sections_pick_and_the_deadline_skips_what_does_not_fit(fake_quick
     assert "figure" in sec["mem7b"] and "rewards" in sec["es-hf"] and Q.QUICK_BUDGET_S["e2e:ppo"] == 90
     assert sec["e2e"]["ppo"]["skipped"].startswith("deadline:") and "--sections e2e" in sec["e2e"]["ppo"]["skipped"]
     assert all(c["timeout"] <= c["json"]["deadline_s"] for c in calls)  # no child may outlive the deadline
-    assert gpu_check.main(["--quick", "--out", str(out), "--sections", "es-hf,bogus"]) == 2
+
+
+def test_unknown_sections_are_one_line_naming_the_choices(capsys):
+    from harness.tools import gpu_check
+    assert gpu_check.main(["--quick", "--sections", "es-hf,bogus"]) == 2
+    assert gpu_check.main(["--sections", "gen,bogus"]) == 2  # before the full check looks for a GPU
+    quick_line, full_line = capsys.readouterr().out.strip().splitlines()
+    assert "has bogus; use some of check, es-vllm, mem7b" in quick_line and "has bogus; use some of gen," in full_line
 
 
 def test_a_child_is_killed_with_its_whole_process_group(tmp_path):

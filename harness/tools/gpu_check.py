@@ -98,6 +98,11 @@ def main(argv=None) -> int:
         return 0
     if a.quick:
         return quick(a)
+    unknown = sorted(set((a.sections or ",".join(SECTIONS)).split(",")) - set(SECTIONS))
+    if unknown:
+        print(f"gpu_check: --sections has {', '.join(unknown)}; use some of {', '.join(SECTIONS)} "
+              "(or pass --quick for its sections)")
+        return 2
     if not torch.cuda.is_available() and not a.smoke:
         print("gpu_check: no GPU visible (torch.cuda.is_available() is False); run it on a GPU node, "
               "or pass --smoke to exercise the code path on CPU")
@@ -113,11 +118,6 @@ def main(argv=None) -> int:
     results, status = {"args": vars(a), "device": torch.cuda.get_device_name(0) if torch.cuda.is_available()
                        else "cpu (smoke)", "shapes": {}}, 0
     sections = (a.sections or ",".join(SECTIONS)).split(",")
-    unknown = sorted(set(sections) - set(SECTIONS))
-    if unknown:
-        print(f"gpu_check: --sections has {', '.join(unknown)}; use some of {', '.join(SECTIONS)} "
-              "(or pass --quick for its sections)")
-        return 2
     with tempfile.TemporaryDirectory(prefix="esbench-gpu-check-") as tmp:
         for i, shape in enumerate(a.shapes.split(",")):
             res = results["shapes"][shape] = {}
