@@ -58,7 +58,7 @@ def graders():
 
 
 def test_graders_never_raise_on_hostile_or_random_strings(graders):
-    texts = HOSTILE + fuzz(0, 120)
+    texts = HOSTILE + fuzz(0, 80)
     for task in graders:
         golds = ["18", r"10,\!080", r"5.4 \text{ cents}", "University of Oxford", "x"]
         for i, text in enumerate(texts):

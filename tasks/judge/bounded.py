@@ -54,7 +54,7 @@ except ImportError:
 
 LIMIT_S = 5.0  # per call, wall clock; math-verify's own default timeout
 START_S = 60.0  # importing sympy takes 1-2 s on an idle machine, far longer on a loaded one
-MAX_WORKERS = 4
+MAX_WORKERS = min(8, max(4, (os.cpu_count() or 2) // 2))  # slices run in parallel: 4 to 8
 CPU_GRACE_S = 1.0  # past a call's CPU slice, the parent kills a worker its own timer did not stop
 # (the timer's exception waits for the running C call to return: 0.1 s was seen)
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
