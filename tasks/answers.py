@@ -30,8 +30,8 @@ SIGNED = ("\\pm", "\\mp")
 MINUS_SIGNS = "-\u2010\u2011\u2012\u2013\u2212\ufe63\uff0d"  # hyphen-minus, hyphens, dashes, minus
 WINDOW = 200  # characters around a number that a hedge is looked for in
 _NUM = r"[$]?\d[\d.]*"  # no commas: a comma is only ever a separator here, so nothing backtracks
-# After a number: a list ("18, 19", "18; 19"), "or"/"and"/"to" and, within a few words, another
-# number ("18 or maybe 19"; "18 to 19", "18 and 19" with no word between), or a margin ("18 ± 1", "18 +/- 1"). Bounded by WINDOW.
+# After a number: a list ("18, 19", "18; 19"), "or" and within a few words another number ("18 or
+# maybe 19"), "to"/"and" and a number ("18 to 19"), or a margin ("18 ± 1", "18 +/- 1"). In WINDOW.
 _HEDGE_AFTER = re.compile(r"\s*[,;]\s*[" + MINUS_SIGNS + r"]?\$?\d|(?:\s*,\s*" + _NUM
                           + r")*\s*(?:,\s*)?(?:\b(?:or|and/or)\b[^\d\n]{0,24}?|\b(?:and|to)\s+)\$?\d"
                           r"|\s*(?:\u00b1|\u2213|\+\s*/\s*-|\+-|\\pm|\\mp)\s*\$?\d", re.I)

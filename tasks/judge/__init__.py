@@ -11,9 +11,8 @@ holds what those tasks call to judge a completion without trusting it:
   mbpp_runner.py (the trusted script run in the sandbox), mbpp_trivial.py (degenerate rows),
   humaneval_plan.py (which of a HumanEval `check` body's tests are judged by value),
   code_runs.py (one program run and judged, with counts);
-- grading math answers under wall-clock limits: bounded.py (math-verify in killed-at-limit worker
-  processes; it runs itself as a script), expansion.py (the cost guard), budget.py (the per-call
-  time budget);
+- grading math answers under time limits: bounded.py (math-verify in worker processes; it runs
+  itself as a script), expansion.py (the cost guard), budget.py (one time slice per completion);
 - equation.py: the safe evaluator for model-written arithmetic equations (Countdown).
 
 Why `judge` and not `sandbox`: the sandbox is only one of the things here; bounded.py and

@@ -333,10 +333,11 @@ def refuse(text: str) -> bool:
 
 
 def stats(since: dict | None = None) -> dict:
-    """Calls to the workers, answers refused by the guards, calls killed at LIMIT_S of wall clock
-    (or whose worker died), workers started, and calls the worker stopped when their completion's
-    CPU slice ran out (`over_budget`); each of those scores 0 alone; counted in this process, or after `since` (an earlier
-    `stats()`), so that a task reports its own run."""
+    """Calls to the workers, answers refused by the guards, calls whose worker was killed (past its
+    CPU slice in C code, past budget.WALL_S, or dead), workers started, and calls the worker itself
+    stopped when their completion's CPU slice ran out (`over_budget`); each of those scores 0
+    alone. Counted in this process, or after `since` (an earlier `stats()`), so that a task
+    reports its own run."""
     with _POOL.cond:
         now = dict(_POOL.stats)
     return {k: v - (since or {}).get(k, 0) for k, v in now.items()}
