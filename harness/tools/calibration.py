@@ -102,6 +102,17 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def markdown(result: dict) -> str:
+    """The JSON's table with what it is: rejection rates in %, two-sided 5% level."""
+    return (f"# Calibration of the comparison tests\n\n`{result['command']}` ({result['sims']} simulated datasets per "
+            f"cell; bootstraps at {result['bootstrap_resamples']} resamples). Rejection rate in % at two-sided "
+            f"p < {result['alpha']:g}: FPR with no true difference, power with A {result['effect_points']:g} points "
+            "above B. Seed SD: the between-run SD of a run's mean, in points. seed_t: Student-t over per-seed "
+            "differences; crossed: crossed bootstrap of seeds and prompts; by_prompt: seeds averaged per prompt, "
+            "then exact McNemar (one seed, 0/1) or the paired bootstrap. A rate's simulation error is about "
+            f"sqrt(r(1 - r) / {result['sims']}).\n\n" + table(result["cells"]) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.tools.calibration", description=__doc__.split("\n")[0])
     ap.add_argument("--sims", type=int, default=200, help="simulated datasets per cell (default 200)")
@@ -117,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
               "seconds": round(time.time() - t0, 1), "cells": rows}
     print(table(rows))
     if a.out:
-        from harness.core.atomic import write_json_atomic
+        from harness.core.atomic import write_json_atomic, write_text_atomic
         write_json_atomic(a.out, result)
-        print(f"wrote {a.out}")
+        write_text_atomic(a.out.with_suffix(".md"), markdown(result))
+        print(f"wrote {a.out} and {a.out.with_suffix('.md')}")
     return 0
 
 
