@@ -158,11 +158,13 @@ def plan(requested, pending: list[PlannedRun], children: dict, *, n_cores: int |
     if count == 1 or len(pending) < 2:  # one after another: nothing to pack, nothing to refuse
         return Plan(1, {r.index: Need(int(children[r.index].threads)) for r in pending}, n_cores)
     gpus = visible_gpus() if gpus is None else gpus
+    if gpus and memory_gb is None:
+        memory_gb = gpu_gb()  # once: nvidia-smi per run would be 98 processes for qiu2025_table1
     needs = {}
     for r in pending:
         child = children[r.index]
         uses_gpu = bool(gpus) and str(child.get("device", "auto")) != "cpu"
-        need, note = planned_gpus(child, gpu_gb() if memory_gb is None else memory_gb) if uses_gpu else (0, None)
+        need, note = planned_gpus(child, memory_gb) if uses_gpu else (0, None)
         if uses_gpu and not 0 < need <= len(gpus):
             count_text = f"needs {need} GPUs" if need else f"fits no number of GPUs ({note})"
             raise LanesError(f"run {r.index} ({r.label}) {count_text} by the planner (+plan=true); this node shows "
