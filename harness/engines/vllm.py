@@ -23,6 +23,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -68,6 +69,24 @@ def _on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+@contextlib.contextmanager
+def _engine_process_threads(gpu: bool):
+    """While a CPU engine starts in a process of its own, OMP_NUM_THREADS (unless set) is this process's torch thread
+    count: the spawned worker sizes its pool from it (vllm/utils/torch_utils.py) and then disables
+    torch.set_num_threads (vllm/v1/worker/cpu_worker.py init_device), so without it the engine would take every
+    core beside its caller (an ES actor given one thread) and sum floats in another order than in this process
+    (ES's update norm differed in the 9th digit)."""
+    own_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0"
+    if gpu or not own_process or "OMP_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_NUM_THREADS", None)
+
+
 class VLLMEngine(Engine):
     """vllm.LLM over the policy's weights (see the module docstring)."""
 
@@ -111,7 +130,8 @@ class VLLMEngine(Engine):
         logging.getLogger("vllm.renderers.base").setLevel(logging.ERROR)
         set_threads = torch.set_num_threads  # vLLM's CPU worker replaces it with a no-op; keep ours
         try:
-            self.llm = LLM(**kwargs)
+            with _engine_process_threads(gpu):
+                self.llm = LLM(**kwargs)
         finally:
             torch.set_num_threads = set_threads
 
