@@ -303,6 +303,7 @@ def test_the_budget_stops_answers_past_every_guard(task, monkeypatch):
     answer that takes ~6 s each (16 x 5 s one after another before budgets) each stop at their own
     slice (tasks/judge/budget.py), in parallel, counted; the gold scores wherever it stands."""
     monkeypatch.setattr(tasks.judge.bounded, "costly", lambda text: None)
+    monkeypatch.setattr(tasks.judge.budget, "SLICE_S", 0.3)  # the mechanism, at a third of the cost
     task.reward([r"\boxed{1}"] * 8, answer=["1"] * 8)  # four workers up
     before, cpu = task.run_info()["math_verify"], bounded.worker_cpu()
     start = time.monotonic()
