@@ -151,14 +151,14 @@ KINDS = ("limit", "estimate", "before", "price")
 
 STATED = [
     Stated("docs/architecture.md", "9 s before", "before"),
-    Stated("docs/architecture.md", "killed after 5 s", "limit"),
-    Stated("docs/architecture.md", "(2 s + 0.25 s per", "limit"),
+    Stated("docs/architecture.md", "1 s of the worker's CPU time", "limit"),
     Stated("docs/architecture.md", "took 104.9-117.0 s each before", "before"),
     Stated("docs/architecture.md", "judge busy 95 s", "before"),
     Stated("docs/gpus.md", "per token and layer about dtype x (4h + 2kv + 4i) + 8h bytes", "estimate"),
     Stated("docs/gpus.md", "about 2.4 s at 25 GB/s", "estimate"),
     Stated("docs/gpus.md", "against about 2-3 s of generation per member", "estimate"),
     Stated("docs/gpus.md", "`--deadline` (420 s)", "limit"),
+    Stated("docs/gpus.md", "about 40 s per engine build", "estimate"),
     Stated("docs/gpus.md", "662.3 GPU-h (83 h on 8 GPUs)", "price"),
     Stated("docs/gpus.md", "205.7 GPU-h (26 h on 8 GPUs)", "price"),
 ]
