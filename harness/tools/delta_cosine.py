@@ -46,7 +46,11 @@ def cosine(run_a: Path, run_b: Path, base: Path | None = None) -> dict:
             raise UserError(f"{r}: not a finished ES run with its fp32 master ({MASTER}); wait for it to finish")
     cfg = recs[0].get("config") or {}
     dtype = getattr(torch, str(cfg.get("model", {}).get("dtype") or "float32"))
-    base = Path(base) if base else Path(str(cfg.get("model", {}).get("name_or_path")))
+    name = str(cfg.get("model", {}).get("name_or_path"))
+    if base is None:  # a materialised registry model is named by its option; its folder is in the models cache
+        from harness.core.wheels import folder
+        base = Path(name) if Path(name).is_dir() else folder(name)
+    base = Path(base)
     files = sorted(base.glob("*.safetensors"))
     if not files:
         raise UserError(f"{base}: no *.safetensors; pass --base <the run's model folder>")
