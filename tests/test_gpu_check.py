@@ -186,8 +186,10 @@ def test_unknown_sections_are_one_line_naming_the_choices(capsys):
     from harness.tools import gpu_check
     assert gpu_check.main(["--quick", "--sections", "es-hf,bogus"]) == 2
     assert gpu_check.main(["--sections", "gen,bogus"]) == 2  # before the full check looks for a GPU
-    quick_line, full_line = capsys.readouterr().out.strip().splitlines()
+    assert gpu_check.main(["--quick", "--e2e-methods", "es,dpo"]) == 2
+    quick_line, full_line, methods_line = capsys.readouterr().out.strip().splitlines()
     assert "has bogus; use some of check, es-vllm, mem7b" in quick_line and "has bogus; use some of gen," in full_line
+    assert "--e2e-methods has dpo; use some of base, es, grpo, ppo" in methods_line
 
 
 def test_a_child_is_killed_with_its_whole_process_group(tmp_path):

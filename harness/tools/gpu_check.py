@@ -41,7 +41,7 @@ from pathlib import Path
 
 from harness.tools.gpu_check_children import TAG, child_error, run_child  # noqa: F401 (child_error: tests)
 from harness.tools.gpu_check_measure import build_model, measure
-from harness.tools.gpu_check_quick import QUICK_SECTIONS, quick
+from harness.tools.gpu_check_quick import E2E_METHODS, QUICK_SECTIONS, quick
 
 # torch is imported inside the functions that use it, so that --help answers before torch loads
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
                     help="--quick: seconds after the start by which every section has ended (a section whose budget "
                          "does not fit is skipped; a running one is killed with its process group)")
     ap.add_argument("--quick-sections", default=None, help=argparse.SUPPRESS)  # the older name of --sections
-    ap.add_argument("--e2e-methods", default="base,es,grpo", help="--quick: the methods e2e runs (ppo when named)")
+    ap.add_argument("--e2e-methods", default=",".join(E2E_METHODS), help="--quick: the methods e2e runs (ppo when named)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     import torch

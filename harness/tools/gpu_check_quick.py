@@ -274,6 +274,10 @@ def quick(a) -> int:
     if isinstance(wanted, str):
         print(wanted)
         return 2
+    bad = sorted(set(m for m in a.e2e_methods.split(",") if m) - {*E2E_METHODS, "ppo"})
+    if bad:
+        print(f"gpu_check --quick: --e2e-methods has {', '.join(bad)}; use some of {', '.join(E2E_METHODS)}, ppo")
+        return 2
     previous = exit_on_sigterm()
     try:
         return Quick(a).run(wanted)
