@@ -140,7 +140,8 @@ def test_es_members_and_update_agree_across_layouts(tmp_path, layout):
     assert own["rewards"] == inproc["rewards"] == hf["rewards"]
     assert own["flops"] == inproc["flops"] == hf["flops"]
     assert own["out"]["master_checksum"] == inproc["out"]["master_checksum"] == hf["out"]["master_checksum"]
-    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(own["params"], inproc["params"], hf["params"]))
+    assert all(torch.equal(a, b) and torch.equal(a, c)
+               for a, b, c in zip(own["params"], inproc["params"], hf["params"]))
 
 
 @pytest.mark.slow

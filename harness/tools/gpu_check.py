@@ -84,7 +84,8 @@ def main(argv=None) -> int:
                     help="--quick: seconds after the start by which every section has ended (a section whose budget "
                          "does not fit is skipped; a running one is killed with its process group)")
     ap.add_argument("--quick-sections", default=None, help=argparse.SUPPRESS)  # the older name of --sections
-    ap.add_argument("--e2e-methods", default=",".join(E2E_METHODS), help="--quick: the methods e2e runs (ppo when named)")
+    ap.add_argument("--e2e-methods", default=",".join(E2E_METHODS),
+                    help="--quick: the methods e2e runs (ppo when named)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     import torch
