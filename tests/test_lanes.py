@@ -209,4 +209,7 @@ def test_smoke_metrics_are_equal_at_lanes_1_and_2(tmp_path):
     assert one.keys() == two.keys()
     for key in one:
         assert one[key] == two[key], key
-    assert (tmp_path / "out1" / "smoke" / "table.md").read_text() == (tmp_path / "out2" / "smoke" / "table.md").read_text()
+    def table(n: int) -> list[str]:  # table.md without its last column, wall s (two lanes share the cores)
+        return [ln.rsplit("|", 2)[0] for ln in (tmp_path / f"out{n}" / "smoke" / "table.md").read_text().splitlines()]
+
+    assert table(1) == table(2)
