@@ -94,7 +94,7 @@ def visible_gpus() -> list[str]:
 def gpu_gb() -> float:
     """The smallest visible GPU's memory in GB (nvidia-smi), for the planner; its default GPU's without it."""
     from harness.core.memory_parts import GB
-    from harness.runner.pricing import DEFAULTS, GPUS
+    from harness.runner.run_memory import DEFAULTS, GPUS
 
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
@@ -110,7 +110,7 @@ def planned_gpus(child, memory_gb: float) -> tuple[int, str | None]:
 
     from harness.core.memory_parts import PricingError
     from harness.core.model_shapes import ShapeError, flops_shape
-    from harness.runner.pricing import DEFAULTS, memory_plan, model_dtype
+    from harness.runner.run_memory import DEFAULTS, memory_plan, model_dtype
 
     try:
         shape = flops_shape(str(child.model.name_or_path))

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from harness.tools.gpu_check_children import TAG, child_error, run_child  # noqa: F401 (child_error: tests)
 from harness.tools.gpu_check_measure import build_model, measure
+from harness.tools.gpu_check_measure import SMOKE_NOT_COVERED  # noqa: F401 - re-exported
 from harness.tools.gpu_check_quick import E2E_METHODS, QUICK_SECTIONS, quick
 
 # torch is imported inside the functions that use it, so that --help answers before torch loads
@@ -48,15 +49,6 @@ from harness.tools.gpu_check_quick import E2E_METHODS, QUICK_SECTIONS, quick
 SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "llama-3.1-8b")
 SECTIONS = ("gen", "es-hf", "es-vllm", "grpo", "epg")
 # What --smoke runs every code path of, but cannot measure on a CPU (printed with its results).
-SMOKE_NOT_COVERED = (
-    "GPU memory figures (peak allocated, device used) are not measured",
-    "bf16: the smoke builds and runs fp32 only (the bf16 reward comparison runs on fp32 numbers)",
-    "vLLM runs eager (enforce_eager, no CUDA graphs) with a fixed 1 GiB KV cache instead of gpu_memory_utilization",
-    "epg: K Ray workers are K CPU processes (num_cpus=1); sharing one GPU (num_gpus=1/K, memory split K ways) "
-    "is not exercised, and K=4 is not run",
-    "grpo: no gradient checkpointing and no bf16 autocast (GPU-only settings of methods/grpo.py)",
-    "shapes: each shape's architecture and vocabulary with a tiny body (2 layers, hidden 128), not its real size",
-)
 
 
 def main(argv=None) -> int:

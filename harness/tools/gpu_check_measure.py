@@ -21,6 +21,17 @@ from harness.core import paths
 
 SHAPES_DIR = paths.SHAPES_DIR
 
+# what a --smoke run on CPU cannot cover (printed with its results, by the full and the quick check)
+SMOKE_NOT_COVERED = (
+    "GPU memory figures (peak allocated, device used) are not measured",
+    "bf16: the smoke builds and runs fp32 only (the bf16 reward comparison runs on fp32 numbers)",
+    "vLLM runs eager (enforce_eager, no CUDA graphs) with a fixed 1 GiB KV cache instead of gpu_memory_utilization",
+    "epg: K Ray workers are K CPU processes (num_cpus=1); sharing one GPU (num_gpus=1/K, memory split K ways) "
+    "is not exercised, and K=4 is not run",
+    "grpo: no gradient checkpointing and no bf16 autocast (GPU-only settings of methods/grpo.py)",
+    "shapes: each shape's architecture and vocabulary with a tiny body (2 layers, hidden 128), not its real size",
+)
+
 
 def vllm_layout() -> str:
     """Where vLLM's engine core runs for engines this process builds (VLLM_ENABLE_V1_MULTIPROCESSING; vLLM's

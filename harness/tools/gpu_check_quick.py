@@ -195,7 +195,7 @@ class Quick:
                 status = self.sections(wanted, tmp)
         finally:
             if a.smoke:
-                from harness.tools.gpu_check import SMOKE_NOT_COVERED
+                from harness.tools.gpu_check_measure import SMOKE_NOT_COVERED
                 results["not_covered_on_cpu"] = list(SMOKE_NOT_COVERED)
             self.save()
         verdict = ["ok", "vLLM and HF DISAGREE in the check", "a section failed (see error)"][status]
