@@ -61,3 +61,14 @@ def test_the_ledger_command_fails_in_one_line_on_a_forged_folder(tmp_path, capsy
     assert claims_main(["--results", str(results), "--out", str(tmp_path / "claims.md")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("esbench: error:") and "\n" not in err and not (tmp_path / "claims.md").exists()
+
+
+def test_a_damaged_point_cell_in_runs_csv_is_one_line(tmp_path):
+    from harness.core.errors import UserError
+    from harness.reporting.comparisons import read_runs_csv
+    runs = pd.read_csv(RESULTS / "quickstart" / "runs.csv")
+    runs.loc[3, "point"] = "{'beta': 0.001, lr"   # truncated
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    with pytest.raises(UserError, match=r"runs.csv row 5: point .* is not a grid point") as e:
+        read_runs_csv(tmp_path / "runs.csv")
+    assert "\n" not in str(e.value)

@@ -455,12 +455,20 @@ def read_runs_csv(path: Path) -> pd.DataFrame:
     if missing:
         raise UserError(f"{path} is not a runs.csv written by the report: no column {', '.join(missing)}")
 
-    def point(p):
+    def point(p, row: int):
         if isinstance(p, dict):
             return p
-        return ast.literal_eval(p) if isinstance(p, str) and p.strip() else {}
+        try:
+            value = ast.literal_eval(p) if isinstance(p, str) and p.strip() else {}
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = None
+        if not isinstance(value, dict):  # a damaged cell is named, never a traceback from the parser
+            raise UserError(f"{path} row {row + 2}: point {str(p)[:60]!r} is not a grid point ({{key: value}}); "
+                            "rebuild the folder's runs.csv from its records")
+        return value
 
-    runs["point"] = [point(p) for p in runs["point"]] if "point" in runs else [{} for _ in range(len(runs))]
+    runs["point"] = ([point(p, i) for i, p in enumerate(runs["point"])] if "point" in runs
+                     else [{} for _ in range(len(runs))])
     if "trains" in runs:
         runs["trains"] = pd.Series([t if isinstance(t, bool) else str(t).strip().lower() != "false"
                                     for t in runs["trains"].tolist()], index=runs.index, dtype=object)
