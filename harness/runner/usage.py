@@ -97,11 +97,14 @@ def usage(argv: list[str], conf_dir: Path) -> str:
               "  +include=[GRID]         add an experiment's optional grid (e.g. GRPO-LoRA)",
               "  +dry_run=true           list every run with its index and overrides; runs nothing, writes nothing",
               "  +plan=true              price every run (FLOPs, GPU-hours, memory per GPU); runs nothing, writes nothing",
+              "  +save_model=true        export each run's trained policy as an HF folder (<run dir>/model)",
               "",
               "other entry points (each answers --help):",
               "  python -m harness.reporting RECORDS   rebuild tables from records",
               "  python -m harness.analysis OUTDIR     analyse what training did to the weights",
               "  python -m harness.runner.launch ...   one cluster job per run (Slurm through submitit)",
+              "  python -m harness.tools.export RUN OUT   a finished run as an HF model folder",
+              "  python -m harness.reporting.outcomes RESULTS   check and rebuild comparisons from committed outcomes",
               "",
               "Hydra's own options: python -m harness --hydra-help; the composed config: --cfg job"]
     return "\n".join(lines)
