@@ -171,7 +171,8 @@ def endpoints_of(cfg: DictConfig) -> dict:
     """The file's declared primary endpoints and exploratory arms, for the manifest (reporting/endpoints.py)."""
     from harness.reporting.endpoints import declarations
     d = declarations(cfg)
-    return {"primary": [{k: v for k, v in vars(p).items() if v is not None} for p in d.primary] or None, "exploratory": d.exploratory}
+    primary = [{k: v for k, v in vars(p).items() if v is not None} for p in d.primary]  # test: only where declared
+    return {"primary": primary or None, "exploratory": d.exploratory}
 
 
 _SAME = ("model", "task", "method", "budget", "eval", "seed", "eval_splits")
