@@ -161,3 +161,15 @@ def test_generation_progress_reports_done_of_total_on_stderr(tiny_policy, capsys
     assert "test: greedy" in err and "5/5" in err.splitlines()[-1]
     generate(policy, ["1+1="] * 5, max_new_tokens=2, batch_size=2)  # members and training: silent
     assert capsys.readouterr().err == ""
+
+
+def test_one_batch_shows_its_decode_steps_and_leaves_the_output_unchanged(tiny_policy, capsys):
+    """500 greedy prompts fit one batch of 512: a bar over batches would never move, so it counts decode steps."""
+    from harness.core.policy import generate
+    policy = tiny_policy()
+    quiet = generate(policy, ["1+1=", "2+2="], max_new_tokens=4, batch_size=8)
+    capsys.readouterr()
+    shown = generate(policy, ["1+1=", "2+2="], max_new_tokens=4, batch_size=8, progress="test: greedy")
+    err = capsys.readouterr().err
+    assert "test: greedy" in err and "step" in err and "/4" in err.splitlines()[-1]
+    assert shown.texts == quiet.texts and shown.completion_tokens == quiet.completion_tokens

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
-                          PreTrainedTokenizerBase, PreTrainedTokenizerFast)
+                          PreTrainedTokenizerBase, PreTrainedTokenizerFast, StoppingCriteria, StoppingCriteriaList)
 
 from harness.core import paths, wheels
 from harness.core.engine_kinds import capabilities
@@ -230,7 +230,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         batch_size: sequences per `generate` call (prompts x n are flattened, then chunked).
         seed: seeds torch's RNG before sampling, for reproducible samples.
         progress: a label for a progress bar on stderr (sequences done of all, ETA) when there is more
-            than one batch; None (ES members, training) prints nothing.
+            than one batch, else of the one batch's decode steps; None (ES members, training) prints nothing.
     """
     if greedy and n != 1:
         raise ValueError("greedy decoding gives one completion per prompt; set n=1 or greedy=False")
@@ -241,10 +241,14 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
     flat = [t for t in texts for _ in range(n)]
     out_text, out_len, out_ids, prompt_len, batches = [], [], [], [], []
     bar = progress_bar(progress, len(flat)) if progress and len(flat) > batch_size else None
+    # one batch (500 greedy prompts fit in 512) would show no bar for minutes: count its decode steps instead
+    steps = progress_bar(progress, max_new_tokens, unit="step") if progress and bar is None and flat else None
     for start in range(0, len(flat), batch_size):
         chunk = flat[start:start + batch_size]
         enc = tok(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        if steps is not None:
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_StepTicker(steps)])
         seqs = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
                               eos_token_id=tok.eos_token_id, **kwargs)
         new = seqs[:, enc["input_ids"].shape[1]:]
@@ -256,8 +260,9 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         prompt_len += enc["attention_mask"].sum(1).tolist()
         if bar is not None:
             bar.update(len(chunk))
-    if bar is not None:
-        bar.close()
+    for b in (bar, steps):
+        if b is not None:
+            b.close()
     return Generation(
         texts=[out_text[i * n:(i + 1) * n] for i in range(len(prompts))],
         prompt_tokens=[prompt_len[i * n] for i in range(len(prompts))],
@@ -265,6 +270,17 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         completion_ids=[out_ids[i * n:(i + 1) * n] for i in range(len(prompts))],
         batches=batches,
     )
+
+
+class _StepTicker(StoppingCriteria):
+    """Ticks a progress bar once per decode step; never stops generation (every row: False)."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.bar.update(1)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 def _lengths_to_eos(new: torch.Tensor, eos_id: int, pad_id: int) -> list[int]:
