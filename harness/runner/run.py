@@ -209,6 +209,8 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         # it also puts the HF copies where evaluation needs them
         engine = evaluation_engine(policy, cfg.engine, reference, method.trains) if is_main_process() else None
         for split in cfg.eval_splits if is_main_process() else []:  # rl: rank 0 evaluates
+            # a phase of seconds to an hour: say it started (the bar, where there is one, follows)
+            print(f"evaluating {record.label} on {split}", flush=True)
             res = evaluate(policy, task, split, eval_cfg.for_split(split), reference, engine)
             record.metrics[split] = read_metrics(res.metrics, f"metrics.{split}")
             record.pass_curve[split] = res.pass_curve
