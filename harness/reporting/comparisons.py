@@ -162,6 +162,13 @@ def _facts(row: pd.Series, targets: dict[str, str] | None) -> MethodFacts | None
     return declared_by_name(name, targets) if isinstance(name, str) else None
 
 
+def rows_by_name(runs: pd.DataFrame, select_by: str = "greedy_acc") -> dict[tuple[str, str], pd.Series]:
+    """{(model, side name as comparisons.csv writes it): main-table row} of a runs frame, grids at their point
+    chosen on validation as the report chose it: how a committed row's sides are found again in runs.csv."""
+    main, _ = choose(points_frame(runs, select_by))
+    return {(r["model"], _name(r)): r for _, r in main[main["status"] == "ok"].iterrows()}
+
+
 def _family(row: pd.Series, targets: dict[str, str] | None) -> str | None:
     facts = _facts(row, targets)
     return facts.family if facts else None

@@ -165,6 +165,14 @@ def _line(r, note: str | None = None) -> str:
     return f"{who}: {r['result']}, {interval(r)} ({how}).\n"
 
 
+def findings_title(folder: Path, default: str) -> str:
+    """The title a folder's findings.md opens with ("# <title>: findings"), else `default`."""
+    path = Path(folder) / "findings.md"
+    if not path.is_file():
+        return default
+    return path.read_text().split("\n", 1)[0].removeprefix("# ").removesuffix(": findings")
+
+
 def rewrite_findings(folder: Path, decl: Declarations) -> str:
     """findings.md of a results folder again from its comparisons.csv (title and preface kept, the claims
     section from analysis.json), with the declarations; returns one line saying what it wrote."""
@@ -179,9 +187,8 @@ def rewrite_findings(folder: Path, decl: Declarations) -> str:
                         "folder from its records (python -m harness.reporting) or its runs.csv "
                         "(python -m harness.reporting.comparisons) first")
     df["note"] = df["note"].fillna("")
-    old = (folder / "findings.md").read_text()
-    first, rest = old.split("\n", 1)
-    title = first.removeprefix("# ").removesuffix(": findings")
+    rest = (folder / "findings.md").read_text().split("\n", 1)[1]
+    title = findings_title(folder, folder.name)
     preface = rest.split("**Multiplicity.**")[0].strip()
     write_text_atomic(folder / "findings.md", with_claims(findings_markdown(df, title, preface, decl), folder))
     n = {k: int((roles(df, decl) == k).sum()) for k in ("primary", "secondary", "exploratory")}

@@ -83,11 +83,9 @@ def check_seed_rows(folder: Path, df: pd.DataFrame) -> None:
     """Student-t rows' differences against the runs' means in runs.csv (the rows chosen as the report chose)."""
     if not (folder / "runs.csv").is_file() or not (df["pairing"] == STUDENT).any():
         return
-    from harness.reporting.aggregate import choose, points_frame
-    from harness.reporting.comparisons import _name, compare_by_seed, read_runs_csv
+    from harness.reporting.comparisons import compare_by_seed, read_runs_csv, rows_by_name
     runs = read_runs_csv(folder / "runs.csv")
-    main, _ = choose(points_frame(runs, "greedy_acc"))
-    by_name = {(r["model"], _name(r)): r for _, r in main[main["status"] == "ok"].iterrows()}
+    by_name = rows_by_name(runs)
     for i, r in df[df["pairing"] == STUDENT].iterrows():
         a, _, b = str(r["comparison"]).partition(" vs ")
         if (r["model"], a) not in by_name or (r["model"], b) not in by_name:

@@ -119,7 +119,6 @@ def records_of(df: pd.DataFrame) -> list[Record]:
 
 def check(folder: Path, runs: pd.DataFrame, df: pd.DataFrame) -> None:
     """Every ok run of runs.csv has outcomes for each test metric it reports, and each mean equals runs.csv's."""
-    have = {(k, m): r for (k, m), r in zip(zip(df["key"], df["metric"]), df.itertuples())}
     runs_keys = set(runs.loc[runs["status"] == "ok", "key"])
     extra = sorted(set(df["key"]) - runs_keys)
     if extra:
@@ -133,10 +132,9 @@ def check(folder: Path, runs: pd.DataFrame, df: pd.DataFrame) -> None:
             if abs(mean - float(run[metric])) > 1e-4:  # per-prompt scores are rounded to 4 digits in records
                 raise OutcomesMismatch(f"{folder}: run {rec.path!r} {metric}: the outcomes' mean {mean:.6f} is not "
                                        f"runs.csv's {float(run[metric]):.6f}")
-    for _, run in runs[runs["status"] == "ok"].iterrows():
-        keyed = [m for (k, m) in have if k == run["key"]]
-        if not keyed and not df.empty:
-            raise OutcomesMismatch(f"{folder}: runs.csv lists run {run['key']!r} as ok, {OUTCOMES} has no outcome of it")
+    missing = sorted(runs_keys - set(df["key"])) if not df.empty else []
+    if missing:
+        raise OutcomesMismatch(f"{folder}: runs.csv lists run {missing[0]!r} as ok, {OUTCOMES} has no outcome of it")
 
 
 def rebuild(folder: Path) -> list[str]:
@@ -144,6 +142,7 @@ def rebuild(folder: Path) -> list[str]:
     experiment.json and outcomes.csv.gz (checked first); returns the file names written."""
     from harness.reporting.aggregate import choose, points_frame
     from harness.reporting.comparisons import read_runs_csv, write_comparisons
+    from harness.reporting.findings import findings_title
 
     folder = Path(folder)
     if not (folder / MANIFEST_NAME).is_file():
@@ -154,8 +153,7 @@ def rebuild(folder: Path) -> list[str]:
     check(folder, runs, df)
     runs["path"] = runs["key"]
     main, points = choose(points_frame(runs, man.select_by or "greedy_acc"))
-    title = (folder / "findings.md").read_text().split("\n", 1)[0].removeprefix("# ").removesuffix(": findings") \
-        if (folder / "findings.md").is_file() else man.group
+    title = findings_title(folder, man.group)
     agg = {"manifest": man, "warnings": [], "records": records_of(df), "runs": runs, "points": points, "main": main}
     return write_comparisons(agg, folder, title)
 

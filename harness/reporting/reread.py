@@ -25,11 +25,10 @@ import pandas as pd
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
-from harness.reporting.aggregate import choose, points_frame
-from harness.reporting.comparisons import (COLUMNS, _name, compare_by_seed, comparisons_markdown, multiplicity,
-                                           read_runs_csv)
+from harness.reporting.comparisons import (COLUMNS, compare_by_seed, comparisons_markdown, multiplicity,
+                                           read_runs_csv, rows_by_name)
 from harness.reporting.endpoints import from_experiment_file
-from harness.reporting.findings import DESCRIPTIVE, STUDENT, findings_markdown
+from harness.reporting.findings import DESCRIPTIVE, STUDENT, findings_markdown, findings_title
 from harness.reporting.outcomes import OUTCOMES
 from harness.reporting.update_claims import with_claims
 
@@ -60,8 +59,7 @@ def reread(folder: Path, experiment: str | None = None) -> str:
     old = old[COLUMNS].astype({"result": object, "note": object, "pairing": object})
     old["note"] = old["note"].fillna("")
     runs = read_runs_csv(folder / "runs.csv")
-    main, _ = choose(points_frame(runs, "greedy_acc"))
-    by_name = {(r["model"], _name(r)): r for _, r in main[main["status"] == "ok"].iterrows()}
+    by_name = rows_by_name(runs)
     n_prompts = old["n_prompts"].dropna()
     n = int(n_prompts.iloc[0]) if len(n_prompts) and n_prompts.nunique() == 1 else None
     rows, missing = [], []
@@ -95,7 +93,7 @@ def reread(folder: Path, experiment: str | None = None) -> str:
     keep = df["result"].astype(str).str.startswith("uncorrected")
     df = multiplicity(df)
     df.loc[keep, "p_bh"] = math.nan
-    title = (folder / "findings.md").read_text().split("\n", 1)[0].removeprefix("# ").removesuffix(": findings")
+    title = findings_title(folder, folder.name)
     uncorrected = int(keep.sum())
     has_seeds = bool((df["pairing"] == STUDENT).any())
     preface = PREFACE.format(seeds=SEEDS.format(folder=folder.as_posix()) if has_seeds else ONE_SEED_ONLY, uncorrected=(

@@ -104,19 +104,12 @@ def t_quantile(q: float, df: int) -> float:
     return float(scipy_stats.t.ppf(q, df))
 
 
-def t_test(diffs, direction: str = "any") -> float:
-    """One-sample t-test p of mean(diffs) = 0 (>= 2 values with some spread): two-sided, or one-sided
-    against `direction` (greater: the alternative mean > 0; less: mean < 0)."""
+def t_test(diffs) -> float:
+    """Two-sided one-sample t-test p of mean(diffs) = 0 (>= 2 values with some spread); a declared direction's
+    one-sided p follows from it (endpoints.one_sided)."""
     d = np.asarray(diffs, dtype=float)
     sd = float(d.std(ddof=1)) if d.size >= 2 else 0.0
-    if sd == 0:
-        return math.nan
-    t = float(d.mean()) / (sd / math.sqrt(d.size))
-    if direction == "greater":
-        return float(scipy_stats.t.sf(t, d.size - 1))
-    if direction == "less":
-        return float(scipy_stats.t.cdf(t, d.size - 1))
-    return t_p(t, d.size - 1)
+    return math.nan if sd == 0 else t_p(float(d.mean()) / (sd / math.sqrt(d.size)), d.size - 1)
 
 
 # ----------------------------------------------------------------------------- bootstrap
