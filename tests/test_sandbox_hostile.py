@@ -8,8 +8,8 @@ score 1 under the same judge.
 
 The red-team attacks on the sandbox itself (tests/hostile/) run alone, each where the host has the layer that
 stops it (else skipped with the reason): memory beyond the ceiling (forked children, tmpfs pages
-in a nested namespace) is killed at the program's one cgroup limit and takes no more host memory
-than that; nested user namespaces, mounts, every socket but AF_UNIX and io_uring fail with EPERM
+in a nested namespace) is killed at the program's one cgroup limit, whose peak (every process and tmpfs page of
+the run) stays at it; nested user namespaces, mounts, every socket but AF_UNIX and io_uring fail with EPERM
 (seccomp); the copy-answer program walks the whole visible tree and finds no data, even a copy
 planted where a system install would put it. The memory attacks at their found size (GiBs asked
 for) are marked slow: they cost the host up to the 512 MiB ceiling each.
@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 import tasks.judge.sandbox
-from harness.tools.bench_sandbox import _measured
 from tasks.judge import cgroup, seccomp
 from tasks.judge.sandbox import layers, run_python
 from tasks.mbpp import MBPP
@@ -39,7 +38,6 @@ HERE = Path(__file__).parent / "hostile"
 MEMORY_ATTACKS = ("fork_children_300mib", "tmpfs_nested_ns")
 HOSTILE = sorted(p for p in HERE.glob("*.py") if p.stem not in MEMORY_ATTACKS)
 CEILING_MB = 128
-SLACK_MB = 320  # other work on a shared host moves MemAvailable too
 ROWS = (11, 12, 59, 233, 367)  # strings, nested lists, ints, a float, setup code (all `==`)
 LEFTOVER_GLOBS = ("/tmp/esbench-hostile*", "/dev/shm/esbench-hostile*")
 
@@ -108,20 +106,15 @@ def _need(layer: str) -> None:
         pytest.skip(f"no {layer} layer on this host ({why})")
 
 
-def _host_mib_taken(call):
-    """(call(), the largest drop of the host's available memory while it ran, in MiB)."""
-    result, measured = _measured(call)
-    return result, measured["host_mib_taken"]
-
-
 def _within_ceiling(call, ceiling_mb: int):
-    """call()'s result, asserting the host lost at most the ceiling (+ SLACK_MB) meanwhile; a
-    second try only when the first saw more, since a neighbour's work can coincide once."""
-    for attempt in range(2):
-        result, taken = _host_mib_taken(call)
-        if taken < ceiling_mb + SLACK_MB:
-            return result
-    raise AssertionError(f"the host lost {taken} MiB with a {ceiling_mb} MiB ceiling, twice")
+    """call()'s result, asserting the run's own cgroup peaked at most at the ceiling. The cgroup is
+    charged for every process of the run and every tmpfs page it writes, so its peak is what the
+    run took from the host; the host's free memory is not read (other work on a shared host moves
+    it, which made this test flaky)."""
+    result = call()
+    assert result.peak_memory_mb is not None, "the run had no cgroup to measure"
+    assert result.peak_memory_mb <= ceiling_mb, f"the run's cgroup peaked at {result.peak_memory_mb} MiB"
+    return result
 
 
 def _attack(name: str, **params) -> str:
@@ -244,13 +237,19 @@ def test_visible_tree_holds_no_data(planted_copy):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MEMORY_ATTACKS)
-def test_memory_attacks_at_full_size_score_zero(task, name):
+def test_memory_attacks_at_full_size_score_zero(task, name, monkeypatch):
     """The attacks as found (8 x 300 MiB; 1.5 GiB of tmpfs) against MBPP's own 512 MiB ceiling:
-    the completion scores 0 and the host loses no more than the ceiling."""
+    the completion scores 0 and every sandboxed run's cgroup peaks at most at the ceiling."""
     _need("cgroup")
     row = next(r for r in task.load("test") if r["task_id"] == 11)
     completion = f"```python\n{(HERE / f'{name}.py').read_text()}\n```"
-    rewards = _within_ceiling(lambda: task.reward([completion], test_list=[row["test_list"]]),
-                              task.memory_mb)
-    assert rewards == [0.0]
+    runs, real = [], tasks.judge.sandbox.run_runner
+
+    def recorded(*args, **kwargs):
+        runs.append(real(*args, **kwargs))
+        return runs[-1]
+    monkeypatch.setattr(tasks.judge.sandbox, "run_runner", recorded)
+    assert task.reward([completion], test_list=[row["test_list"]]) == [0.0]
+    assert runs and all(r.peak_memory_mb is not None and r.peak_memory_mb <= task.memory_mb for r in runs), \
+        [r.peak_memory_mb for r in runs]
     assert _no_sandbox_cgroups_left()
