@@ -180,3 +180,34 @@ def test_grpo_on_vllm_planner_equals_what_the_trainer_requests(size, gpus, monke
     else:  # fp32 and sharded under FSDP: 16 B/param over the GPUs
         assert planned["weights"] + planned["grads"] + planned["adamw"] == pytest.approx(16 * P / gpus, abs=4)
     assert sum(planned.values()) <= H100 and 0 < plan.utilization < 0.85
+
+
+def test_node_hours_pack_runs_in_plan_order():
+    """Hand-computed on 2 GPUs: A (4 GPU-h, 1 GPU) starts; B (2 GPU-h on 2 GPUs) waits; C (1 GPU-h, 1 GPU)
+    takes the free GPU and ends at 1 h; B starts when A ends at 4 h and takes 1 h: 5 h in lanes, 4 + 1 + 1 = 6 h
+    one at a time. A run that fits no GPU count, or more GPUs than the node, is left out."""
+    from harness.runner.pricing import RunCost, node_hours
+
+    costs = [RunCost(0, "m", "A", "es", 1.0, 4.0, gpus_needed=1), RunCost(1, "m", "B", "grpo", 1.0, 2.0, gpus_needed=2),
+             RunCost(2, "m", "C", "es", 1.0, 1.0, gpus_needed=1), RunCost(3, "m", "D", "grpo", 1.0, 9.0, gpus_needed=0),
+             RunCost(4, "m", "E", "grpo", 1.0, 9.0, gpus_needed=3)]
+    assert node_hours(costs, 2) == (6.0, 5.0)
+    assert node_hours([], 8) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("experiment", ["qiu2025_table1", "sigma_sweep"])
+def test_the_gpu_docs_price_table_is_what_plan_prints(experiment):
+    """docs/gpus.md's price row of each GPU experiment: its total GPU-h and its node-hours, one run at a time and in
+    lanes, are the figures +plan=true prints now (a planner change that moves them must update the table)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "harness", f"experiment={experiment}", "+plan=true"],
+                         capture_output=True, text=True, check=True).stdout
+    total = re.search(r"total +\d+ runs +([\d.]+) GPU-h = ([\d.]+) h", out)
+    node = re.search(r"one node of 8 GPUs: ([\d.]+) h one run at a time \(lanes=1\), ([\d.]+) h in lanes", out)
+    row = next(line for line in (Path(__file__).parents[1] / "docs" / "gpus.md").read_text().splitlines()
+               if line.startswith(f"| `{experiment}` "))
+    assert f"| {total[1]} GPU-h | {node[1]} h / {node[2]} h |" in row, (row, total[0], node[0])

@@ -180,6 +180,9 @@ def report(opts: dict, costs: list[RunCost]) -> str:
                      + (f", {len(none)} fit no GPU count" if none else ""))
     lines.append(f"  total  {len(costs):3d} runs  {total_h:9.1f} GPU-h = {total_h / int(opts['gpus']):.1f} h on "
                  f"{opts['gpus']} GPUs (training only; evaluation is not priced)")
+    one_by_one, in_lanes = node_hours(costs, int(opts["gpus"]))
+    lines.append(f"  one node of {opts['gpus']} GPUs: {one_by_one:.1f} h one run at a time (lanes=1), {in_lanes:.1f} h "
+                 "in lanes (plan order, each run on its planned GPUs: harness/runner/lanes.py)")
     too_big = [c for c in costs if c.gpus_needed > 1 and c.sharded]
     if too_big:
         lines.append("runs that do not fit one GPU (FSDP across the GPUs named): "
@@ -188,6 +191,26 @@ def report(opts: dict, costs: list[RunCost]) -> str:
         if c.note:
             lines.append(f"run {c.index}: {c.note}")
     return "\n".join(lines)
+
+
+def node_hours(costs: list[RunCost], gpus: int) -> tuple[float, float]:
+    """Wall hours of the plan on one node of `gpus` GPUs: one run at a time, and in lanes as lanes.py packs them
+    (plan order; a freed lane takes the first waiting run whose GPUs are free). A run on its g planned GPUs takes
+    its GPU-h / g (its work split evenly over them); runs that fit no GPU count, or more GPUs than the node has,
+    are left out (the lines above name them)."""
+    runs = [(c.gpu_hours / c.gpus_needed, c.gpus_needed) for c in costs if 0 < c.gpus_needed <= gpus]
+    one_by_one = sum(hours for hours, _ in runs)
+    now, free, waiting, running = 0.0, gpus, list(runs), []  # running: (end time, GPUs held)
+    while waiting or running:
+        for run in list(waiting):  # start every waiting run that fits now, in plan order
+            if run[1] <= free:
+                waiting.remove(run)
+                free -= run[1]
+                running.append((now + run[0], run[1]))
+        running.sort()
+        now, held = running.pop(0)  # the next run to end frees its GPUs
+        free += held
+    return one_by_one, now
 
 
 def print_prices(cfg: DictConfig) -> None:
