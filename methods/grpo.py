@@ -8,19 +8,18 @@ scored by `task.reward`, group-normalised advantages, one clipped policy-gradien
 `num_iterations`. Prompts go through `policy.format` first, so chat templates apply exactly as at
 evaluation time, and TRL tokenises them to evaluation's ids (methods/trl_prompts.py).
 
-Compute accounting. A wrapper around the task's reward records, for every completion TRL scored,
-the prompt's token count (the prompt string re-tokenised with the same call TRL makes,
-`tokenizer(text=prompts)`) and the length of the `completion_ids` TRL passes to reward functions
-(tokens decoded up to and including EOS). The shared ledger callback (methods/trl_ledger.py) asks
-`_StepCost` for them after each optimizer step; it checks that their running total equals TRL's
-own `state.num_input_tokens_seen` (raises otherwise), and the ledger is charged
+Compute accounting: GRPO is built on the TRL online-trainer adapter (methods/trl_online.py: its
+TokenRecorder wraps the task's reward and records every completion's prompt and completion token
+counts, its StepCost prices each optimizer step from them and checks their running total against
+TRL's own `state.num_input_tokens_seen`), with GRPOTrainer's forward-pass schedule (GRPO_SCHEDULE,
+checked against FlopCounterMode in tests/test_trl_online.py); the ledger is charged
 (harness/core/flops.py conventions, real lengths, padding not charged):
 
     generation    prefill + every decoded token of the step's new completions
     reference     1 forward over prompt+completion of the new completions     (beta > 0)
     old_logprobs  1 forward over prompt+completion of the new completions     (TRL recomputes the
                   sampling policy's log-probs iff gradient_accumulation_steps % (steps_per_generation
-                  x num_iterations) != 0, here iff num_iterations > 1)
+                  x num_iterations) != 0, here iff num_iterations > 1, or for vLLM's correction)
     update        3 x forward over prompt+completion of every sequence in the batch trained on
 
 As everywhere in the harness, padding and decoding past a row's EOS (while other rows continue) are
@@ -30,7 +29,7 @@ FLOPs (`executed_flops`, the same formulas on the batch padded to its longest pr
 completion) record what ran, padding included.
 
 Across processes (accelerate launch / torchrun, harness/core/distributed.py) the step's global batch is
-split over the ranks; each rank records its own completions and `_StepCost` gathers every rank's
+split over the ranks; each rank records its own completions and `StepCost` gathers every rank's
 counts before pricing them, so all ranks charge the same step and stop together, and the check
 against TRL's (already gathered) num_input_tokens_seen holds unchanged. With method.peft=lora
 (methods/lora.py) the update is priced by `lora_train_flops` and the adapted policy's forwards pay
@@ -88,125 +87,35 @@ Departures from the paper's GRPO baseline (Qiu et al. 2025):
 """
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
-from transformers import PretrainedConfig, set_seed
-from transformers.trainer_callback import PrinterCallback, ProgressCallback
+from transformers import PretrainedConfig
 from trl import GRPOConfig, GRPOTrainer
 
 from harness.core.budget import Ledger
 from harness.engines import trl_vllm_kwargs
-from harness.core.distributed import (DistributedError, barrier, check_fsdp, check_gpus_fit, gather_lists,
-                                      is_main_process, trained_model, using_fsdp, world_size)
-from harness.core.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
-                           scoring_flops)
+from harness.core.distributed import trained_model, using_fsdp, world_size
 from harness.core.gpu_memory import dtype_bytes
 from harness.core.policy import Policy
-from methods.base import ConfiguredMethod
 from methods.grpo_config import (GRPO_FACTS, LOSS_TYPES, DAPOMethodConfig, DrGRPOMethodConfig,  # noqa: F401
                                  GRPOMethodConfig, GSPOMethodConfig, grpo_memory, micro_batches)
-from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
-from methods.trl_ledger import LedgerCallback, last_complete_checkpoint, report_to, restore_ledger, tensorboard_dir
-from methods.trl_prompts import trl_text_prompts
-from tasks.base import Task
+from methods.trl_online import (ForwardSchedule, TRLOnlineMethod, declare_schedule, online_metrics,  # noqa: F401
+                                step_flops)
 
 log = logging.getLogger(__name__)
 
 
-def step_flops(config: PretrainedConfig, prompt_tokens: list[int], completion_tokens: list[int],
-               train_pairs: tuple[list[int], list[int]], *, reference: bool, old_logprobs: bool,
-               lora_params: int = 0) -> dict[str, float]:
-    """FLOPs of one GRPO optimizer step, by part (see the module docstring).
-
-    Args:
-        config: the policy's model config.
-        prompt_tokens: prompt length of each completion generated in this step (empty when the
-            step reuses an earlier batch, num_iterations > 1).
-        completion_tokens: decoded length of each of those completions, EOS included.
-        train_pairs: (prompt lengths, completion lengths) of every sequence the update trained on.
-        reference: the reference model scored the new completions (beta > 0).
-        old_logprobs: TRL recomputed the sampling policy's log-probs of the new completions.
-        lora_params: adapter parameters when training LoRA (0: full training). The update is then
-            priced by `lora_train_flops`, and the adapted policy's forwards (generation, old
-            log-probs) pay the unmerged adapters too; the reference runs with adapters disabled.
-
-    Returns:
-        {"generation", "reference", "old_logprobs", "update"} in FLOPs.
-    """
-    scoring = scoring_flops(config, prompt_tokens, completion_tokens)
-    adapters = adapter_forward_flops(lora_params, sum(prompt_tokens) + sum(completion_tokens))
-    return {
-        "generation": generation_flops(config, prompt_tokens, completion_tokens) + adapters,
-        "reference": scoring if reference else 0.0,
-        "old_logprobs": scoring + adapters if old_logprobs else 0.0,
-        "update": (lora_completion_train_flops(config, *train_pairs, lora_params) if lora_params
-                   else completion_train_flops(config, *train_pairs)),
-    }
-
-
-class _TokenRecorder:
-    """Wraps the task's reward for TRL and records the token counts of every completion it scores."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.prompt_tokens: list[int] = []
-        self.completion_tokens: list[int] = []
-        self._prompt_len: dict[str, int] = {}
-
-    def wrap(self, reward: Callable, name: str) -> Callable:
-        def task_reward(prompts, completions, completion_ids, **columns):
-            new = [p for p in dict.fromkeys(prompts) if p not in self._prompt_len]
-            if new:  # the same call GRPOTrainer._tokenize_prompts makes for text prompts
-                for p, ids in zip(new, self.tokenizer(text=new)["input_ids"]):
-                    self._prompt_len[p] = len(ids)
-            self.prompt_tokens += [self._prompt_len[p] for p in prompts]
-            self.completion_tokens += [len(ids) for ids in completion_ids]
-            return reward(completions=completions, prompts=prompts, completion_ids=completion_ids, **columns)
-
-        task_reward.__name__ = name  # TRL names the reward metric after it
-        return task_reward
-
-    def take(self) -> tuple[list[int], list[int]]:
-        """The counts recorded since the last call (this step's new completions), and reset."""
-        out = (self.prompt_tokens, self.completion_tokens)
-        self.prompt_tokens, self.completion_tokens = [], []
-        return out
-
-
-class _StepCost:
-    """The cost of the optimizer step that just ended, from the recorded token counts (see the module docstring)."""
-
-    def __init__(self, recorder: _TokenRecorder, model_config: PretrainedConfig, *, reference: bool,
-                 old_logprobs: bool, tokens_counted: int = 0, lora_params: int = 0):
-        self.recorder, self.model_config, self.lora_params = recorder, model_config, lora_params
-        self.reference, self.old_logprobs = reference, old_logprobs
-        self.train_pairs: tuple[list[int], list[int]] = ([], [])  # the batch the update trains on (reused when num_iterations > 1)
-        self.tokens_counted = tokens_counted  # TRL's num_input_tokens_seen at the checkpoint on resume
-
-    def __call__(self, args, state) -> tuple[float, int, dict]:
-        prompt, completion = self.recorder.take()
-        # every rank's completions (rank order), so all ranks charge the same global step and stop together
-        prompt, completion = gather_lists(prompt), gather_lists(completion)
-        if prompt:
-            self.train_pairs = (prompt, completion)
-        self.tokens_counted += sum(prompt) + sum(completion)
-        if self.tokens_counted != state.num_input_tokens_seen:
-            raise RuntimeError(
-                f"GRPO token count mismatch at step {state.global_step}: recorded {self.tokens_counted} prompt+"
-                f"completion tokens, TRL reports {state.num_input_tokens_seen}; the FLOPs ledger would be wrong "
-                "(was the reward wrapper bypassed, or does this TRL version tokenise prompts differently?)")
-        flags = dict(reference=self.reference and bool(prompt), old_logprobs=self.old_logprobs and bool(prompt),
-                     lora_params=self.lora_params)
-        parts = step_flops(self.model_config, prompt, completion, self.train_pairs, **flags)
-        executed = step_flops(self.model_config, *padded_pairs(prompt, completion), padded_pairs(*self.train_pairs), **flags)
-        extras = {"prompt_tokens": prompt, "completion_tokens": completion, "flops_step": parts,
-                  "tokens_seen": state.num_input_tokens_seen, "executed_flops": sum(executed.values())}
-        return sum(parts.values()), len(completion), extras
+# GRPOTrainer's forward-pass schedule (methods/trl_online.py; checked against FlopCounterMode in
+# tests/test_trl_online.py): TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are
+# misaligned (num_iterations > 1 here), and with vLLM for its importance-sampling correction (vLLM's vs the policy's)
+GRPO_SCHEDULE = ForwardSchedule(
+    generation=True, update=True,
+    reference=lambda args: args.beta != 0.0,
+    old_logprobs=lambda args: (args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
+                               or bool(args.use_vllm and args.vllm_importance_sampling_correction)))
+declare_schedule(GRPOTrainer, GRPO_SCHEDULE)
 
 
 IS_MASKED = "sampling/is_masked_fraction"  # logged by _ISLoggingGRPOTrainer when vLLM's IS correction is on
@@ -214,9 +123,7 @@ IS_MASKED = "sampling/is_masked_fraction"  # logged by _ISLoggingGRPOTrainer whe
 
 def trl_metrics(logs: dict) -> dict:
     """TRL's GRPO log of one step, under the names the step log uses."""
-    out = {"reward_mean": logs.get("reward"), "reward_std": logs.get("reward_std"), "loss": logs.get("loss"),
-           "kl": logs.get("kl"), "lr": logs.get("learning_rate"), "grad_norm": logs.get("grad_norm"),
-           "completion_mean_len": logs.get("completions/mean_length"), "trl_num_tokens": logs.get("num_tokens")}
+    out = online_metrics(logs)
     if IS_MASKED in logs:  # only runs with the correction on carry it (the others' logs are unchanged)
         out["is_masked_fraction"] = logs[IS_MASKED]
         out["is_ratio_mean"] = logs.get("sampling/importance_sampling_ratio/mean")
@@ -250,8 +157,7 @@ class _ISLoggingGRPOTrainer(GRPOTrainer):
         return out
 
 
-def _request_save(control, state) -> None:
-    control.should_save = True  # TRL saves after logging the step; LedgerCallback.on_save adds the ledger
+declare_schedule(_ISLoggingGRPOTrainer, GRPO_SCHEDULE)  # GRPOTrainer's passes: it only adds a metric
 
 
 FAMILY_OPTIONS = ("epsilon_high", "importance_sampling_level", "scale_rewards", "mask_truncated_completions")
@@ -281,115 +187,28 @@ def family_options(cfg: GRPOMethodConfig, available=None, version: str | None = 
     return out
 
 
-class GRPO(ConfiguredMethod):
-    """GRPO through TRL (see the module docstring). Keyword arguments: GRPOMethodConfig's fields."""
+class GRPO(TRLOnlineMethod):
+    """GRPO through TRL (see the module docstring), on the adapter of methods/trl_online.py. Keyword arguments:
+    GRPOMethodConfig's fields."""
 
     name = "grpo"
     label_keys = ("beta", "learning_rate")
     trains = True
     config_class = GRPOMethodConfig
     facts = GRPO_FACTS  # methods/grpo_config.py: read there without torch (harness/core/method_facts.py light_facts)
+    trainer_class = GRPOTrainer
+    title = "GRPO"
 
-    def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict:
-        """Train `policy.model` in place with GRPO until `ledger` is spent; return a summary."""
-        cfg, run_dir = self.config, Path(run_dir)
-        if ledger.exhausted:
-            return {"steps": 0, "resumed_from": 0, "flops": ledger.flops, "samples": ledger.samples, "wall_s": 0.0}
-        check_fsdp("grpo", cfg.peft)  # TRL's own checkpoints save FSDP shards correctly
-        model, tok = policy.model, policy.tokenizer
-        dataset = task.load("train")
-        # chat templates apply as at evaluation, less a leading BOS text that TRL's tokenisation adds back:
-        # TRL's prompt ids are evaluation's (methods/trl_prompts.py; raises if a tokenizer defeats that)
-        prompts = trl_text_prompts(tok, [policy.format(p) for p in dataset["prompt"]])
-        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
-        recorder = _TokenRecorder(tok)
-        reward = recorder.wrap(task.reward, name=task.name)
-        lora_params = adapter_parameters(model, cfg.lora) if cfg.peft else 0
-        # vLLM's context: the longest prompt as TRL tokenises it (TRL 1.12 truncates no prompt) + the completion
-        # (and the padded length of a training micro-batch: micro_batches)
-        longest = max(len(ids) for ids in tok(text=prompts)["input_ids"])
-        args = self._trl_args(policy, ledger, run_dir, cfg.max_completion_length or task.max_new_tokens, longest,
-                              lora_params)
-        if model.device.type == "cuda" and not self._on_vllm:  # engine=vllm: memory_plan refused it already
-            self._check_gpus(model.config, str(model.dtype).removeprefix("torch."),
-                             torch.cuda.get_device_properties(model.device).total_memory, longest,
-                             cfg.max_completion_length or task.max_new_tokens)
-        # TRL recomputes the sampling policy's log-probs iff generation and optimizer steps are misaligned.
-        old_logprobs = args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0
-        # with vLLM, TRL also recomputes them for its importance-sampling correction (vLLM's vs the policy's log-probs)
-        old_logprobs = old_logprobs or bool(args.use_vllm and args.vllm_importance_sampling_correction)
-        peft_config = lora_config(cfg.lora, model) if cfg.peft else None
-        if cfg.peft:  # TRL draws the adapters' init before it seeds anything: seed it here, so LoRA runs repeat
-            set_seed(cfg.seed)
-        one_step = (cfg.prompts_per_step * cfg.num_generations if ledger.kind == "samples"
-                    else self._min_step_flops(model.config, tok, prompts, old_logprobs, lora_params))
-        ledger.check_step_fits(one_step, "GRPO")
-        checkpoint = last_complete_checkpoint(run_dir / "trl")
-        cost = _StepCost(recorder, model.config, reference=cfg.beta > 0, old_logprobs=old_logprobs,
-                         lora_params=lora_params)
-        if checkpoint is not None:
-            restore_ledger(ledger, checkpoint)
-            cost.tokens_counted = json.loads((checkpoint / "trainer_state.json").read_text())["num_input_tokens_seen"]
-            log.info("GRPO: resuming from %s at step %d", checkpoint, ledger.steps)
-        resumed_from = ledger.steps
-        callback = LedgerCallback(ledger, cost, trl_metrics, checkpoint_every=cfg.checkpoint_every,
-                                  checkpoint=_request_save)
+    def _trainer_for(self) -> type:
+        """TRL's GRPOTrainer; with vLLM's importance-sampling correction on, the subclass that logs what it masks."""
+        return (_ISLoggingGRPOTrainer if self._on_vllm and self.config.vllm_importance_sampling_correction
+                else GRPOTrainer)
 
-        original_path = model.config.name_or_path
-        if cfg.beta > 0 and not cfg.peft:  # TRL rebuilds the reference model from the model's config path:
-            init_dir = run_dir / "init_model"  # point it at a copy (with LoRA it disables the adapters instead)
-            if is_main_process():
-                model.save_pretrained(init_dir)
-                tok.save_pretrained(init_dir)
-            barrier()  # the other ranks load it once rank 0 has written it
-            model.config.name_or_path = str(init_dir)
-        model_dtype = model.dtype
-        if not cfg.peft:  # after init_model was written in the model's dtype (the reference and vLLM load it)
-            model.float()  # see _trl_args: fp32 weights (the master), bf16 autocast; LoRA's frozen base stays
-        try:
-            with tensorboard_dir(run_dir):
-                trainer_class = (_ISLoggingGRPOTrainer if args.use_vllm and args.vllm_importance_sampling_correction
-                                 else GRPOTrainer)
-                trainer = trainer_class(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                                        processing_class=tok, callbacks=[callback], peft_config=peft_config)
-        finally:
-            model.config.name_or_path = original_path
-        parameters = trained_parameters(trainer.model)
-        if cfg.peft and parameters["trainable"] != lora_params:
-            raise RuntimeError(f"LoRA: TRL's model trains {parameters['trainable']} parameters but the cost model "
-                               f"priced {lora_params} adapter parameters; the FLOPs would be wrong")
-        trainer.remove_callback(PrinterCallback)
-        trainer.remove_callback(ProgressCallback)
-        log.info("GRPO: %s", asdict(cfg))
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        ledger.close()
+    def metrics(self, logs: dict) -> dict:
+        return trl_metrics(logs)
 
-        trained = trained_model(trainer.accelerator, trainer.model)  # whole on rank 0, also under FSDP
-        trained_dtype = str(next(trained.parameters()).dtype).removeprefix("torch.")
-        # LoRA: fold the adapters into the weights, so evaluation runs (and costs) the plain architecture;
-        # evaluation runs in the model's dtype, as ES's fp32 master is cast into its working weights
-        policy.model = (trained.merge_and_unload() if cfg.peft else trained).to(model_dtype)
-        policy.model.config.dtype = model_dtype  # TRL's checkpoint saves wrote the fp32 master's dtype there
-        policy.model.eval()
-        tok.padding_side = "left"  # Policy.generate relies on it
-        rewards = [s.reward_mean for s in ledger.history if s.samples and s.reward_mean is not None]
-        return {"steps": trainer.state.global_step, "resumed_from": resumed_from, "flops": ledger.flops,
-                "samples": ledger.samples, "wall_s": ledger.wall_s, "parameters": parameters, "peft": cfg.peft,
-                "world_size": world_size(), "trained_dtype": trained_dtype,
-                "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
-
-    def _check_gpus(self, shape, dtype: str, gpu_bytes: int, longest_prompt: int, completion: int) -> None:
-        """Refuse in one line a launch smaller than the planner says this run needs (harness/core/distributed.py
-        check_gpus_fit: e.g. a 7B model in one process, as a Slurm job of the submitit launcher starts it)."""
-        parts, gpus, note = grpo_memory(self.config, shape, longest_prompt + completion, dtype=dtype,
-                                        engine=self.config.engine or {"name": "hf"}, gpu_gb=gpu_bytes / 1e9,
-                                        headroom=0.9, prompt_tokens=longest_prompt)
-        check_gpus_fit(f"method=grpo on {getattr(shape, 'name_or_path', '') or 'this model'}", parts, gpus, note,
-                       gpu_bytes)
-
-    @property
-    def _on_vllm(self) -> bool:
-        return (self.config.engine or {}).get("name", "hf") == "vllm"
+    def _unwrap(self, trainer):
+        return trained_model(trainer.accelerator, trainer.model)  # this module's name (tests spy on it here)
 
     def memory_plan(self, shape: PretrainedConfig, dtype: str, total: int, longest_prompt: int,
                     max_completion_length: int, lora_params: int = 0):
@@ -410,26 +229,9 @@ class GRPO(ConfiguredMethod):
                   longest_prompt: int = 0, lora_params: int = 0) -> GRPOConfig:
         cfg = self.config
         on_cpu = policy.model.device.type == "cpu"
-        batch = cfg.prompts_per_step * cfg.num_generations  # the global batch, split over the ranks
-        if batch % (cfg.gradient_accumulation_steps * world_size()):
-            raise DistributedError(f"prompts_per_step x num_generations = {batch} completions per step cannot be split "
-                                   f"over {world_size()} processes x gradient_accumulation_steps="
-                                   f"{cfg.gradient_accumulation_steps}; make it a multiple of their product")
-        # transformers >= 5.x renamed gradient_checkpointing (the old name still works but warns).
-        checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
-                         else "gradient_checkpointing")
-        # The reference model (beta > 0, full training) is loaded from init_model by TRL in float32, its default
-        # (trl/trainer/utils.py create_model_from_path), the precision the policy's master trains in: the same
-        # values as the upcast policy, computed the same way (fp32 on CPU, under the same autocast on a GPU), so
-        # the KL is exactly 0 before the first update (a bf16 reference gave 4.8e-5 at step 1 on CPU).
-        # Called before train() upcasts the policy, so `dtype` is the model's own (model.dtype in the config).
-        dtype = str(policy.model.dtype).removeprefix("torch.")
-        # fp32 compute on the CPU (the policy is upcast, no autocast), the model's dtype under autocast on a GPU
-        micro, gas = micro_batches(cfg, policy.model.config, world_size(), longest_prompt, max_completion_length,
-                                   4 if on_cpu else dtype_bytes(dtype))
-        if gas != cfg.gradient_accumulation_steps:
-            log.info("GRPO: %d sequences per device per step in %d micro-batches of %d (method.micro_batch_size=%s)",
-                     batch // world_size(), gas, micro, cfg.micro_batch_size)
+        # the options every trainer on the adapter shares (batch split, micro-batches, fp32 master, constant rate)
+        common = self._common_trl_args(policy, ledger, run_dir, max_completion_length, longest_prompt, GRPOConfig)
+        dtype = str(policy.model.dtype).removeprefix("torch.")  # the model's own: train() has not upcast it yet
         vllm = {}
         if self._on_vllm:  # the engine's context and, on a GPU, its share beside this trainer
             from harness.engines import device_memory
@@ -442,34 +244,11 @@ class GRPO(ConfiguredMethod):
                 if plan.warning():
                     log.warning(plan.warning())
         return GRPOConfig(
-            # save_strategy "no": LedgerCallback asks for each checkpoint (every checkpoint_every ledger steps)
-            output_dir=str(run_dir / "trl"), report_to=report_to(ledger), save_strategy="no", logging_steps=1,
-            disable_tqdm=True, use_cpu=on_cpu, seed=cfg.seed,
-            # The policy trains in fp32 (train() upcasts it: AdamW's steps at lr 1e-6 are far below half a bf16
-            # ulp of most weights and would round away) under autocast in the model's dtype on a GPU, as TRL does
-            # when it loads a model itself (trl/trainer/grpo_trainer.py GRPOTrainer.__init__: float32 unless
-            # model_init_kwargs say otherwise; bf16 autocast by GRPOConfig's default). TRL defaults autocast on
-            # even on CPU, where bf16 autocast is slow (and checkpointing useless): off there.
-            bf16=not on_cpu and dtype == "bfloat16", fp16=not on_cpu and dtype == "float16",
-            **{checkpointing: cfg.gradient_checkpointing},
-            learning_rate=cfg.learning_rate, lr_scheduler_type="constant", max_steps=cfg.max_steps,
-            per_device_train_batch_size=micro, gradient_accumulation_steps=gas,  # steps_per_generation follows it
-            num_generations=cfg.num_generations, max_completion_length=max_completion_length,
-            temperature=cfg.temperature, beta=cfg.beta, loss_type=cfg.loss_type,
-            num_iterations=cfg.num_iterations, epsilon=cfg.epsilon, **family_options(cfg),
+            **common, loss_type=cfg.loss_type, **family_options(cfg),
             # explicit, against TRL's default (True): not part of GRPO; only read by TRL when use_vllm
             vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
             **vllm,
         )
-
-    def _min_step_flops(self, config: PretrainedConfig, tok, prompts: list[str], old_logprobs: bool,
-                        lora_params: int) -> float:
-        """A lower bound on one step's cost: shortest prompt, one-token completions."""
-        shortest = min(len(ids) for ids in tok(text=prompts)["input_ids"])
-        n = self.config.prompts_per_step * self.config.num_generations
-        parts = step_flops(config, [shortest] * n, [1] * n, ([shortest] * n, [1] * n),
-                           reference=self.config.beta > 0, old_logprobs=old_logprobs, lora_params=lora_params)
-        return sum(parts.values())
 
 
 # ---- the GRPO family (conf/method/dr_grpo.yaml, dapo.yaml, gspo.yaml): GRPO's trainer and ledger unchanged, with

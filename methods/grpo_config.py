@@ -183,6 +183,26 @@ GRPO_FACTS = MethodFacts(
     memory=grpo_memory)
 
 
+# ---- what every method on the TRL online-trainer adapter says about itself (methods/trl_online.py) ----
+def online_memory(c, shape, tokens: int, **kw) -> tuple[dict[str, float], int, str | None]:
+    """grpo_memory on engine=hf: a TRL online trainer generating with the policy itself (its config has GRPO's
+    memory keys: prompts_per_step, num_generations, beta, peft, lora); the run's engine serves evaluation only."""
+    return grpo_memory(c, shape, tokens, **{**kw, "engine": {"name": "hf"}})
+
+
+# TRLOnlineMethod.facts: the facts a method on the adapter gets unless it declares its own (RLOO's are these);
+# GRPO's differ only in their memory model (engine=vllm plans TRL's colocated engine)
+ONLINE_FACTS = MethodFacts(
+    family=RL,
+    update_unit="one optimizer step",
+    step_cap="max_steps",
+    distributed=True,
+    summary_keys=GRPO_FACTS.summary_keys,
+    samples_per_step=lambda c: c.prompts_per_step * c.num_generations,
+    scoring_forwards=lambda c: 3 * c.num_iterations + 2,  # update 3 x mu + reference + old log-probs
+    memory=online_memory)
+
+
 # ---- the GRPO family: GRPO with GRPOConfig's own options set as each paper defines them ----
 # Each is GRPO's class under its own name (methods/grpo.py), so records and tables tell them apart; the
 # conf/method/<name>.yaml writes these defaults out (tests/test_defaults.py), and says where each comes from.
