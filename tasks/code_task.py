@@ -105,7 +105,7 @@ class SandboxedCodeTask:
         check_sandbox_settings(timeout_s, memory_mb, judge_s)
         self.timeout_s, self.memory_mb = timeout_s, memory_mb
         self.workers = workers or min(8, os.cpu_count() or 1)
-        self.limits = mbpp_judge.Limits(seconds=judge_s)
+        self.limits, self.judge_s = mbpp_judge.Limits(seconds=judge_s), judge_s
         self._stats = JudgeStats()
         self._lock = threading.Lock()
         self._gates: dict[tuple, threading.Lock] = {}  # one clean run per row, however many ask
@@ -161,6 +161,23 @@ class SandboxedCodeTask:
         """1.0 or 0.0 per job (the arguments of `is_correct`), programs run `workers` at a time."""
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
+
+    def slice_s(self) -> float:
+        """One program's slice: its run in the sandbox (timeout_s, wall clock) and the judging of its values here
+        (judge_s). A program that spends it scores 0 alone; its neighbours in the call are judged as if alone."""
+        return self.timeout_s + self.judge_s
+
+    def call_bound_s(self, n: int) -> float:
+        """A call's budget: n programs in slices `workers` at a time, so ceil(n / workers) slices (plus the
+        sandbox's start per program, which no limit covers; tests/test_code_call_budget.py)."""
+        return -(-n // self.workers) * self.slice_s()
+
+    def judge_all(self, completions: list[str], rows: list[dict]) -> list[tuple[bool, str | None]]:
+        """(is_correct, extract_answer) per completion for evaluation (harness/evaluation/grading.py): the programs
+        run in parallel, each in its own slice, as the reward runs them; evaluation once ran them one by one."""
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            oks = list(pool.map(lambda cr: bool(self.is_correct(cr[0], **cr[1])), zip(completions, rows, strict=True)))
+        return [(ok, self.extract_answer(c)) for ok, c in zip(oks, completions)]
 
     def judge_stats(self) -> dict:
         """Tests scored so far, by where they were judged: outside (value compared here) or

@@ -4,10 +4,11 @@ Why: evaluation used to call a task's `is_correct` and `extract_answer` one comp
 another, outside the reward's time budget (4 slow MATH answers took 24 s; a 500 x 33 evaluation
 could take hours), and read each completion twice, so maj@k could vote over an answer the judge
 never scored. A task with `judge_all(completions, rows)` (GSM8K, MATH-500: each completion read
-once under its own time slice, in parallel, tasks/judge/budget.py) returns (correct, answer) pairs
-from that one reading; any other task is graded as before.
+once under its own time slice, in parallel, tasks/judge/budget.py; MBPP and HumanEval: each program in
+its own slice of timeout_s + judge_s, `workers` at a time, tasks/code_task.py) returns (correct, answer)
+pairs from that one reading; any other task (cheap, bounded readers) is graded one completion at a time.
 
-    python -m pytest tests/test_graders_total.py -q
+    python -m pytest tests/test_graders_total.py tests/test_code_call_budget.py -q
 """
 from __future__ import annotations
 
