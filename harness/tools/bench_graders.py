@@ -25,6 +25,12 @@ evaluate() did then), so before and after come from one script.
     python -m harness.tools.bench_graders
     python -m harness.tools.bench_graders --attacks
     python -m harness.tools.bench_graders --worst [--prompts 10] [--out results/bench/graders.json]
+    python -m harness.tools.bench_graders --code [--out results/bench/graders_code.json]
+
+`--code` times MBPP's evaluation grading of 8 programs that sleep past their slice beside 8 correct ones, in
+the order evaluation once took them (one `is_correct` after another: the generic path of
+harness/evaluation/grading.py, which MBPP and HumanEval took before they had `judge_all`) and in parallel slices
+(`task.judge_all`, `workers` at a time), with the slice bound `task.call_bound_s(n)`; the scores must agree.
 """
 from __future__ import annotations
 
@@ -196,16 +202,54 @@ def worst(prompts: int, out: str) -> None:
     print(f"wrote {out}")
 
 
+SLEEPER = "```python\nimport time\ntime.sleep(60)\n```"
+
+
+def code(out: str) -> None:
+    from tasks.mbpp import MBPP
+
+    task = MBPP(n_eval=None)
+    row = next(r for r in task.load("test") if r["task_id"] == 11)
+    gold = task.gold_completion(code=row["code"])
+    completions = [SLEEPER, gold] * 8
+    rows = [{"test_list": row["test_list"], "test_setup_code": row["test_setup_code"]}] * len(completions)
+    task.reward([gold], test_list=[row["test_list"]])  # the row's clean run: once, not per completion
+    result = {"command": "python -m harness.tools.bench_graders --code",
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at start",
+              "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                    capture_output=True).stdout.strip(),
+              "task": {"timeout_s": task.timeout_s, "judge_s": task.judge_s, "workers": task.workers},
+              "completions": len(completions), "sleepers": completions.count(SLEEPER),
+              "bound_s": task.call_bound_s(len(completions))}
+    start = time.perf_counter()
+    serial = [bool(task.is_correct(c, **r)) for c, r in zip(completions, rows)]
+    result["one_by_one"] = {"wall_s": round(time.perf_counter() - start, 1), "correct": sum(serial)}
+    start = time.perf_counter()
+    parallel = [ok for ok, _ in task.judge_all(completions, rows)]
+    result["parallel_slices"] = {"wall_s": round(time.perf_counter() - start, 1), "correct": sum(parallel),
+                                 "load": round(os.getloadavg()[0], 1)}
+    assert serial == parallel, "the two paths scored differently"
+    print(json.dumps(result), flush=True)
+    path = ROOT / out
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--attacks", action="store_true", help="time the exploding answers")
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds per attack run")
     parser.add_argument("--worst", action="store_true", help="time the worst cases, write --out")
     parser.add_argument("--prompts", type=int, default=10, help="--worst: MATH-500 prompts x 33 samples")
-    parser.add_argument("--out", default="results/bench/graders.json", help="--worst: where to write")
+    parser.add_argument("--code", action="store_true", help="time MBPP's evaluation grading with sleepers")
+    parser.add_argument("--out", default=None, help="--worst, --code: where to write (results/bench/graders.json, "
+                                                    "results/bench/graders_code.json)")
     args = parser.parse_args(argv)
-    if args.worst:
-        worst(args.prompts, args.out)
+    if args.code:
+        code(args.out or "results/bench/graders_code.json")
+    elif args.worst:
+        worst(args.prompts, args.out or "results/bench/graders.json")
     else:
         attacks(args.deadline) if args.attacks else common_path()
 
