@@ -41,6 +41,7 @@ from harness.reporting.comparisons import write_comparisons
 from harness.reporting.curves import curves_plot
 from harness.reporting.format import fmt_value, is_percent, md_row
 from harness.reporting.format import isnan
+from harness.reporting.grid_edges import edge_notes
 from harness.reporting.heldout import heldout_markdown, heldout_paper_markdown
 from harness.reporting.outcomes import write_outcomes
 from harness.reporting.plots import axis_plot, pareto_plot, passk_panels
@@ -333,8 +334,10 @@ def write_report(root: Path, out_dir: Path, select_by: str | None = None, title:
     if not grid.empty:
         val = {f"validation {sel}": [("-" if isnan(v) else fmt_value(v, sel)) + (" ←" if c else "")
                                      for v, c in zip(grid["val"], grid["chosen"])]}
+        edges = edge_notes(grid)
+        edge_text = ("\n\nChosen at an edge of the grid:\n\n" + "\n".join(edges) + "\n") if edges else "\n"
         write_text_atomic(out_dir / "grid.md", f"# {title}: every grid point (← = chosen on validation)\n\n"
-                                               f"{markdown(grid, metrics, val)}\n{note}\n")
+                                               f"{markdown(grid, metrics, val)}\n{note}{edge_text}")
         _csv(grid, out_dir / "grid.csv")
     _csv(main, out_dir / "table.csv")
     _csv(runs, out_dir / "runs.csv")
