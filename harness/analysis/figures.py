@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.analysis.groups import GROUPS, group_label
 from harness.core.atomic import save_figure_atomic
 from harness.reporting.stats import wilson
-from harness.reporting.style import BASE, NULL, colors, legend_below, log_limits, new_figure, note_entry, styled
+from harness.reporting.style import BASE, NULL, colors, legend_below, log_limits, looks, new_figure, note_entry, styled
 
 NULL_LABEL = "random-walk null (ES), bar: its tolerance"
 
@@ -148,13 +148,14 @@ def _acc_halfwidth(runs) -> str:
 
 
 def _sparsity_panel(ax, runs, m: str, palette) -> None:
-    """One method's runs: metric against the share zeroed; the null's share below one ES step as a
-    vertical line; the base (whole update zeroed) last, on top."""
+    """One method's runs: metric against the share zeroed, each run with its own marker and dash (grid
+    points often score alike); the null's share below one ES step as a vertical line; the base (whole
+    update zeroed) last, on top, with a level line across the panel to read each run against."""
     for r in runs:
         rows = [x for x in r["sparsity"].get("rows") or [] if m in x]
         if rows:
-            ax.plot([100 * x["fraction_zeroed"] for x in rows], [100 * x[m] for x in rows], marker="o", ms=4,
-                    color=palette[r["name"]], label=r["name"])
+            ax.plot([100 * x["fraction_zeroed"] for x in rows], [100 * x[m] for x in rows], ms=5,
+                    label=r["name"], **palette[r["name"]])
     for r in runs:
         c = _null(r, "below").get("one_step")
         if c and c.get("null") is not None:
@@ -162,14 +163,16 @@ def _sparsity_panel(ax, runs, m: str, palette) -> None:
     for r in runs:  # the whole update zeroed is the base model
         for x in r["sparsity"].get("rows") or []:
             if m in x and x["fraction_zeroed"] >= 1:
-                ax.plot([100.0], [100 * x[m]], label="base (whole update zeroed)", **{**BASE, "ls": "none"})
+                ax.axhline(100 * x[m], color=BASE["color"], lw=0.8, ls="--", alpha=0.5, zorder=1)
+                ax.plot([100.0], [100 * x[m]], label="base (whole update zeroed; dashed: its level)",
+                        **{**BASE, "ls": "none"})
 
 
 @styled
 def sparsity_figure(runs: list[dict]):
     """Functional sparsity, one column per method and one row per metric (greedy, pass@1)."""
     groups = _by_method(runs)
-    palette = colors(r["name"] for r in runs)
+    palette = looks(r["name"] for r in runs)
     fig, axes = new_figure(2, len(groups), 5.2 * len(groups), 9.0, sharey="row", sharex=True)
     for j, (method, rs) in enumerate(groups):
         for i, m in enumerate(("greedy_acc", "pass@1")):
@@ -190,14 +193,14 @@ def entropy_figure(runs: list[dict]):
     """Token entropy against FLOPs, one panel per method; a point at 0 FLOPs (the base) drawn last when
     the records hold one, else a legend line says it was not measured."""
     groups = _by_method(runs)
-    palette = colors(r["name"] for r in runs)
+    palette = looks(r["name"] for r in runs)  # own marker and dash: grid points often track each other
     fig, axes = new_figure(1, len(groups), 5.2 * len(groups), 6.0, sharey=True)
     right, base = 0.0, False
     for ax, (method, rs) in zip(axes[0], groups):
         for r in rs:
             pts = sorted((x["flops"], x["entropy"]) for x in r["entropy"] if x.get("entropy") is not None)
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=4, color=palette[r["name"]], label=r["name"])
+                ax.plot(*zip(*pts), ms=5, label=r["name"], **palette[r["name"]])
                 right = max(right, pts[-1][0])
         for r in rs:
             for f, e in ((x["flops"], x["entropy"]) for x in r["entropy"] if x.get("entropy") is not None):

@@ -182,7 +182,7 @@ def _row(ident: dict, rec: Record | None) -> dict:
     row.update(status=rec.effective_status, error=rec.error, method=rec.method or row["method"], trains=rec.trains,
                flops_used=b.flops_used, executed_flops=b.executed_flops, budget=b.limit, budget_kind=b.kind,
                budget_spent=b.spent, steps=b.steps, wall_s=rec.wall_s.get("total"),
-               curve=rec.pass_curve.get("test"), train_curve=rec.steps, val_curve=rec.curve, path=rec.path)
+               curve=rec.pass_curve.get("test"), train_curve=_train_curve(rec), val_curve=rec.curve, path=rec.path)
     counted = skipped_iterations(rec.train) if rec.trains else None
     row["skipped_updates"], row["iterations"] = counted[:2] if counted else (math.nan, math.nan)
     row["update"] = update_note(*counted) if counted and rec.effective_status == "ok" else ""
@@ -192,6 +192,25 @@ def _row(ident: dict, rec: Record | None) -> dict:
             if not prefix:
                 row[f"{name}_lo"], row[f"{name}_hi"] = m.ci_low, m.ci_high
     return row
+
+
+def train_batch(method: dict) -> str:
+    """The prompts a run's train reward is measured on: "fixed" (the same batch every step: ES's
+    `fixed_batch`, the paper's setting), "rolling" (new prompts each step: GRPO, PPO, ES with
+    fixed_batch false) or "mixed" (a composite whose stages differ, conf/method/sequential.yaml)."""
+    stages = method.get("stages") or {}
+    parts = [stages[s] for s in method.get("order") or stages if isinstance(stages.get(s), dict)] or [method]
+    kinds = {"fixed" if p.get("fixed_batch") else "rolling" for p in parts}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _train_curve(rec: Record) -> list:
+    """The run's step log, each step tagged with its batch kind (train_batch): a reward on one fixed batch
+    and one on rolling batches are different quantities, so curves.py never draws them on one axis."""
+    if not rec.trains or not isinstance(rec.config, dict):
+        return rec.steps
+    kind = train_batch(rec.config.get("method") or {})
+    return [{**s, "batch": kind} for s in rec.steps]
 
 
 def _folder(rec: Record) -> str | None:

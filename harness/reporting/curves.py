@@ -1,13 +1,17 @@
-"""Learning curves: train reward and validation accuracy against FLOPs spent, every method on one axis.
+"""Learning curves: train reward and validation accuracy against FLOPs spent, every method on one FLOPs axis.
 
-One column per model; the top panel is the mean train reward of each step (the population's for
-ES, the group's for GRPO, the rollouts' for PPO; a trailing mean over a tenth of the run's steps),
-the bottom one validation greedy accuracy measured at fixed fractions of the budget
-(`eval.every_flops_fraction`; without it the figure has the top row only). One line per main row
-(each grid's chosen point only), the mean over seeds, with a 95% band: Student-t over seeds with two
-or more, a Wilson interval over the curve's prompts with one seed when its points record how many
-(`prompts`), none otherwise. The untrained base sits at 0 FLOPs with a level line at its validation
-score, drawn last; a legend line says so when the records hold no such score.
+One column per model. The train reward (the population's mean for ES, the group's for GRPO, the
+rollouts' for PPO; a trailing mean over a tenth of the run's steps) gets one panel per batch kind
+(aggregate.train_batch): a reward on one fixed batch, the same prompts every step (ES as in the paper),
+rises as the model fits those prompts and is not the quantity a reward on rolling batches (new prompts
+every step: GRPO, PPO) is, so the two never share an axis. The bottom panel is validation greedy
+accuracy measured at fixed fractions of the budget (`eval.every_flops_fraction`; without it there is
+no such panel). One line per main row (each grid's chosen point only, its legend saying so), the mean
+over seeds, with a 95% band: Student-t over seeds with two or more, a Wilson interval over the point's
+prompts with one seed when its points record how many (`prompts`); a legend line names the rows with
+no band. The untrained base sits at 0 FLOPs with a level line at its validation score, drawn last; a
+legend line says so when the records hold no such score. Each row keeps one colour, marker and dash
+in every panel, so rows with equal values all show.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import pandas as pd
 from harness.core.atomic import save_figure_atomic
 from harness.reporting.aggregate import t975
 from harness.reporting.stats import wilson
-from harness.reporting.style import BAND_ALPHA, BASE, colors, legend_below, new_figure, note_entry, styled
+from harness.reporting.style import BAND_ALPHA, BASE, legend_below, looks, new_figure, note_entry, styled
 
 VAL_METRIC = "greedy_acc"
 SMOOTH_SHARE = 10  # the train panel shows a trailing mean over 1/10 of each run's steps
@@ -80,13 +84,44 @@ def seed_band(curves: list[list[dict]], key: str, scale: float = 1.0, smooth: in
     return x, mean, mean - half, mean + half
 
 
+BATCH_TITLES = {  # a train panel's title per batch kind (aggregate.train_batch)
+    "fixed": "train reward on one fixed batch (the same prompts every step)",
+    "rolling": "train reward on rolling batches (new prompts every step)",
+    "mixed": "train reward, stages on fixed and on rolling batches",
+    None: "train reward (batch kind not in the records)",
+}
+
+
 def _name(row: pd.Series) -> str:
-    short = row.get("point_label")  # a grid row: its point, without the "(best of ...)" note
-    return short if isinstance(short, str) else str(row["label"])
+    """The row's label as the table prints it: a grid's chosen point says so ("(best of 4 on validation)")."""
+    return str(row["label"])
 
 
 def _has_curves(main: pd.DataFrame, column: str) -> bool:
     return column in main and bool(main[column].apply(lambda c: isinstance(c, list) and bool(c)).any())
+
+
+def _curves(r: pd.Series, column: str) -> list:
+    c = r.get(column)
+    return c if isinstance(c, list) else []
+
+
+def batch_of(r: pd.Series) -> str | None:
+    """The batch kind its train reward was measured on, from its steps' tag; None for records read
+    before the tag (or rows whose seeds disagree, which one label cannot hold)."""
+    kinds = {s.get("batch") for c in _curves(r, "train_curves") for s in c if isinstance(s, dict)}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def band_of(curves: list[list[dict]], key: str) -> str | None:
+    """What seed_band's 95% band is for these curves: "seeds" (Student-t over two or more), "N prompts"
+    (a Wilson interval, one seed whose every point records its prompt count), or None (no band)."""
+    series = [[p for p in c if p.get(key) is not None and p.get("flops") is not None] for c in curves]
+    series = [c for c in series if c]
+    if len(series) >= 2:
+        return "seeds"
+    counts = {p.get("prompts") for p in series[0]} if series else {None}
+    return None if None in counts or not all(counts) else "/".join(f"{n:g}" for n in sorted(counts)) + " prompts"
 
 
 def _base_val(r: pd.Series) -> float | None:
@@ -94,21 +129,19 @@ def _base_val(r: pd.Series) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def _draw_trained(column, panels, r, color) -> float:
-    """One trained row's mean line and 95% band in each panel; returns the largest FLOPs drawn."""
-    right = 0.0
-    val_ax = column[1] if len(panels) > 1 else None
-    for ax, (col, key, scale, smooth) in zip(column, panels):
-        curves = r.get(col)
-        band = seed_band(curves if isinstance(curves, list) else [], key, scale, smooth)
-        if band is None:
-            continue
-        x, mean, lo, hi = band
-        ax.plot(x, mean, color=color, lw=1.4, marker="o" if ax is val_ax else None, ms=4, label=_name(r))
-        if (hi > lo).any():
-            ax.fill_between(x, lo, hi, color=color, alpha=BAND_ALPHA, lw=0)
-        right = max(right, float(x.max()))
-    return right
+def _draw_line(ax, r, look: dict, panel: tuple) -> float:
+    """One trained row's mean line and its 95% band (where seed_band has one) in one panel; returns the
+    largest FLOPs drawn (0 when the row has no curve here)."""
+    col, key, scale, smooth = panel[1:]
+    band = seed_band(_curves(r, col), key, scale, smooth)
+    if band is None:
+        return 0.0
+    x, mean, lo, hi = band
+    # a train curve has hundreds of points: a marker on a tenth of them names the row without hiding it
+    ax.plot(x, mean, lw=1.4, ms=5, markevery=max(1, len(x) // 10), label=_name(r), **look)
+    if (hi > lo).any():
+        ax.fill_between(x, lo, hi, color=look["color"], alpha=BAND_ALPHA, lw=0)
+    return float(x.max())
 
 
 def _draw_base(val_ax, bases: list) -> bool:
@@ -119,9 +152,31 @@ def _draw_base(val_ax, bases: list) -> bool:
         if val_ax is None or v is None:
             continue
         val_ax.axhline(100 * v, color=BASE["color"], ls=":", lw=1.2, zorder=BASE["zorder"])
-        val_ax.plot([0.0], [100 * v], label=f"{_name(r)} (untrained, at 0 FLOPs)", **{**BASE, "ls": "none"})
+        val_ax.plot([0.0], [100 * v], label=f"{_name(r)} (untrained, at 0 FLOPs; dotted: its level)",
+                    **{**BASE, "ls": "none"})
         drawn = True
     return drawn
+
+
+def _panels(trained: list) -> list[tuple]:
+    """(batch kind or "val", curves column, key, scale, smoothing) per panel row: one train panel per batch
+    kind the rows have, then validation when any row measured it (no empty panel)."""
+    kinds = list(dict.fromkeys(batch_of(r) for r in trained if _curves(r, "train_curves")))
+    panels = [(k, "train_curves", "reward_mean", 1.0, SMOOTH_SHARE) for k in kinds]
+    if any(_curves(r, "val_curves") for r in trained):
+        panels.append(("val", "val_curves", VAL_METRIC, 100.0, 1))
+    return panels
+
+
+def _val_label(bands: set) -> str:
+    """The validation axis label: which 95% band its lines carry, one short line per kind."""
+    named = ["[95% band: t over seeds]" if b == "seeds" else f"[95% band: Wilson, {b}]" for b in sorted(bands - {None})]
+    return "\n".join([f"validation {VAL_METRIC} (%)", *named])
+
+
+def _train_label(bands: set) -> str:
+    return "\n".join(["train reward", f"(trailing mean, 1/{SMOOTH_SHARE} of the steps)",
+                      *(["[95% band: t over seeds]"] if "seeds" in bands else [])])
 
 
 @styled
@@ -129,33 +184,39 @@ def curves_figure(main: pd.DataFrame, title: str = ""):
     """The learning-curves figure; None when no row has a curve yet."""
     if main.empty or not _has_curves(main, "train_curves"):
         return None
-    # a model none of whose rows has a curve or a base score gets no column: an empty panel reads as a result
-    models = [m for m in dict.fromkeys(main["model"]) if _has_curves(main[main["model"] == m], "train_curves")
-              or _has_curves(main[main["model"] == m], "val_curves")]
-    # one row per panel: (curves column, key, scale, smoothing); no empty validation row when an
-    # experiment measured none during training
-    panels = [("train_curves", "reward_mean", 1.0, SMOOTH_SHARE)]
-    if _has_curves(main, "val_curves"):
-        panels.append(("val_curves", VAL_METRIC, 100.0, 1))
-    fig, axes = new_figure(len(panels), len(models), 5.4 * len(models), 5.0 if len(panels) == 1 else 8.2,
-                           sharex="col")
     ok = main[main["status"] == "ok"]
     trains = ok["trains"].astype(bool) if "trains" in ok else pd.Series(True, index=ok.index)
-    palette = colors(_name(r) for _, r in ok[trains].iterrows())
-    missing_base = []
+    trained = [r for _, r in ok[trains].iterrows()]
+    # a model none of whose rows has a curve gets no column: an empty panel reads as a result
+    models = [m for m in dict.fromkeys(main["model"]) if any(
+        _curves(r, "train_curves") or _curves(r, "val_curves") for r in trained if r["model"] == m)]
+    panels = _panels(trained)
+    if not panels or not models:  # curves only on rows that did not succeed
+        return None
+    fig, axes = new_figure(len(panels), len(models), 5.4 * len(models), 2.9 * len(panels) + 1.6, sharex="col")
+    palette = looks(_name(r) for r in trained)
+    missing_base, unbanded = [], []
     for j, model in enumerate(models):
-        column = [axes[k][j] for k in range(len(panels))]
-        val_ax = column[1] if len(panels) > 1 else None
-        rows = ok[ok["model"] == model]
-        right = max([0.0, *(_draw_trained(column, panels, r, palette[_name(r)])
-                            for _, r in rows[trains[rows.index]].iterrows())])
-        bases = [r for _, r in rows[~trains[rows.index]].iterrows()]
+        column = [axes[i][j] for i in range(len(panels))]
+        rows = [r for r in trained if r["model"] == model]
+        right = 0.0
+        for ax, panel in zip(column, panels):
+            drawn = [r for r in rows if panel[0] == "val" or batch_of(r) == panel[0]]
+            right = max([right, *(_draw_line(ax, r, palette[_name(r)], panel) for r in drawn)])
+            bands = {band_of(_curves(r, panel[1]), panel[2]) for r in drawn if _curves(r, panel[1])}
+            if panel[0] == "val":
+                ax.set_ylabel(_val_label(bands))
+                ax.set_title("validation, greedy decoding, the same prompts at every point")
+                unbanded += [_name(r) for r in drawn if _curves(r, panel[1])
+                             and band_of(_curves(r, panel[1]), panel[2]) is None]
+            else:
+                ax.set_ylabel(_train_label(bands))
+                ax.set_title(BATCH_TITLES[panel[0]])
+        bases = [r for _, r in ok[~trains].iterrows() if r["model"] == model]
+        val_ax = column[-1] if panels[-1][0] == "val" else None
         if bases and val_ax is not None and not _draw_base(val_ax, bases):
             missing_base.append(str(model))
-        column[0].set_title(str(model))
-        column[0].set_ylabel(f"train reward\n(trailing mean, 1/{SMOOTH_SHARE} of the steps)")
-        if val_ax is not None:
-            val_ax.set_ylabel(f"validation {VAL_METRIC} (%)\n[95% band]")
+        column[0].set_title(f"{model}\n{column[0].get_title()}")
         column[-1].set_xlabel("training FLOPs")
         column[0].set_xlim(-0.04 * right, 1.04 * right if right else 1.0)  # 0 FLOPs (the base) inside the frame
         for ax in column:
@@ -163,6 +224,10 @@ def curves_figure(main: pd.DataFrame, title: str = ""):
     fig.suptitle(title or "learning curves")
     extra = [note_entry(f"base: no validation score in the records ({', '.join(missing_base)}), "
                         "so no point at 0 FLOPs")] if missing_base else []
+    if unbanded:  # one seed and no prompt count: no interval can be drawn, and the reader is told which
+        names = "every row" if len(set(unbanded)) == len({_name(r) for r in trained if _curves(r, "val_curves")}) \
+            else ", ".join(dict.fromkeys(unbanded))
+        extra.append(note_entry(f"no validation band for {names}: one seed, prompt count not in the records"))
     legend_below(fig, axes.flat, extra, max_cols=2)
     return fig
 

@@ -15,9 +15,10 @@ import pandas as pd
 
 from harness.core.atomic import save_figure_atomic
 from harness.reporting.aggregate import NO_UPDATE
-from harness.reporting.style import BAND_ALPHA, BASE, FONT, colors, legend_below, margin_limits, new_figure, styled
+from harness.reporting.style import (BAND_ALPHA, BASE, FONT, colors, legend_below, looks, margin_limits, new_figure,
+                                     styled)
 
-DODGE = 0.05  # log2 units between neighbouring rows at one k, so their intervals do not hide each other
+DODGE = 0.13  # log2 units between neighbouring rows at one k: a marker's width, so equal values sit side by side
 
 
 def _is_base(row) -> bool:
@@ -32,20 +33,25 @@ def _drawn_rows(rows: pd.DataFrame) -> list:
 
 
 def _row_name(r) -> str:
-    name = r.get("point_label")  # a grid row: its point, without the "(best of ...)" note
-    return name if isinstance(name, str) else str(r["label"])
+    """The row's label as the table prints it: a grid's row says how its point was chosen ("(best of 4 on
+    validation)", aggregate.choose), so the legend does too; the base says it is untrained."""
+    return f"{r['label']} (untrained)" if _is_base(r) else str(r["label"])
 
 
-def _passk_row(ax, r, color, shift: float) -> list[float]:
+def _interval(r, k: int) -> tuple[float, float] | None:
+    lo, hi = r.get(f"pass@{k}_lo"), r.get(f"pass@{k}_hi")
+    return (lo, hi) if _finite(lo) and _finite(hi) else None
+
+
+def _passk_row(ax, r, look: dict, shift: float) -> list[float]:
     """One row's curve with its 95% interval at every k the table has one for; returns the y drawn."""
     curve = r["curve"]
     ks = sorted(int(k) for k in curve)
     xs = [k * 2 ** shift for k in ks]
     ys = [100 * curve[k] for k in ks]
-    style = {**BASE} if _is_base(r) else {"color": color, "marker": "o", "ms": 4, "lw": 1.4}
+    style = {**BASE} if _is_base(r) else {**look, "ms": 5, "lw": 1.4}
     ax.plot(xs, ys, label=_row_name(r), **style)
-    bars = [(x, y, r.get(f"pass@{k}_lo"), r.get(f"pass@{k}_hi")) for x, y, k in zip(xs, ys, ks)]
-    bars = [(x, y, lo, hi) for x, y, lo, hi in bars if _finite(lo) and _finite(hi)]
+    bars = [(x, y, *_interval(r, k)) for x, y, k in zip(xs, ys, ks) if _interval(r, k)]
     if bars:
         bx, by, lo, hi = zip(*bars)
         err = [[max(0.0, y - 100 * v) for y, v in zip(by, lo)], [max(0.0, 100 * v - y) for y, v in zip(by, hi)]]
@@ -59,33 +65,48 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
 
 
+def interval_note(rows: list) -> str:
+    """Where the drawn rows have a 95% interval: the curve's every k, some of them (the table's pass@k
+    columns: the records keep no interval at the others), or none; the y label says which."""
+    ks = sorted({int(k) for r in rows for k in r["curve"]})
+    with_ci = [k for k in ks if any(_interval(r, k) for r in rows)]
+    if not with_ci:
+        return "[no interval in the records]"
+    if with_ci == ks:
+        return "[95% interval]"
+    return f"[95% interval at k = {', '.join(map(str, with_ci))} only]"
+
+
 @styled
 def passk_figure(main: pd.DataFrame, title: str = ""):
     """pass@k versus k (log scale), one panel per model, one line per main row (mean over seeds) with
-    its 95% interval where the table has one (the pass_ks); the base row drawn last, in black. A model
-    none of whose rows has a curve (e.g. scored greedy only) gets no panel: an empty panel reads as a result."""
+    its 95% interval where the table has one (the pass_ks; the y label names them); the base row drawn
+    last, in black. Rows sit side by side at each k (DODGE) with their own marker and dash, so rows with
+    equal values all show. A model none of whose rows has a curve (e.g. scored greedy only) gets no
+    panel: an empty panel reads as a result."""
     models = [m for m in dict.fromkeys(main["model"]) if _drawn_rows(main[main["model"] == m])]
     models = models or list(dict.fromkeys(main["model"]))[:1]  # nothing at all to draw: one empty panel, not none
     cols = min(len(models), 4)
     rows = math.ceil(len(models) / cols)
     fig, axes = new_figure(rows, cols, 5.4 * cols, 3.6 * rows + 1.4, sharey=True)
-    palette = colors(_row_name(r) for r in _drawn_rows(main) if not _is_base(r))
-    ys = []
+    palette = looks(_row_name(r) for r in _drawn_rows(main) if not _is_base(r))
+    ys, drawn_all = [], []
     for ax, model in zip(axes.flat, models):
         drawn = _drawn_rows(main[main["model"] == model])
+        drawn_all += drawn
         for i, r in enumerate(drawn):
-            ys += _passk_row(ax, r, palette.get(_row_name(r)), DODGE * (i - (len(drawn) - 1) / 2))
+            ys += _passk_row(ax, r, palette.get(_row_name(r), {}), DODGE * (i - (len(drawn) - 1) / 2))
         ax.set_xscale("log", base=2)
         ax.set_title(str(model))
-        ax.set_xlabel("k (samples per prompt; rows offset a little)")
+        ax.set_xlabel("k (samples per prompt; rows side by side at each k)")
         ax.grid(alpha=0.3)
     if ys:
         axes[0][0].set_ylim(*margin_limits(min(ys), max(ys)))
     for ax in axes.flat[len(models):]:
         ax.axis("off")
-    axes[0][0].set_ylabel("pass@k on test (%)\n[95% interval]")
+    axes[0][0].set_ylabel(f"pass@k on test (%)\n{interval_note(drawn_all)}")
     fig.suptitle(title or "pass@k")
-    legend_below(fig, axes.flat)
+    legend_below(fig, axes.flat, max_cols=2)
     return fig
 
 

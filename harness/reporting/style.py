@@ -25,6 +25,11 @@ BASE = {"color": BASE_COLOR, "marker": "D", "ms": 7, "mfc": "white", "mec": BASE
 NULL = {"color": "black", "ls": ":", "lw": 1.5}  # the random-walk null, wherever an analysis compares with one
 BAND_ALPHA = 0.15
 PALETTE = "tab10"
+# Series of one panel may coincide (two ES runs, grid points with equal numbers): each gets its own
+# marker shape, hollow, and its own dash, so one drawn over another leaves the other's outline and
+# line showing through (every marker differs for ten series, every (marker, dash) pair too).
+MARKERS = ("o", "s", "^", "v", "P", "X", "<", ">", "h", "p")
+DASHES = ("-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (3, 1, 1, 1, 1, 1)))
 
 
 def styled(build):
@@ -47,6 +52,17 @@ def colors(labels) -> dict:
     names = list(dict.fromkeys(labels))
     cmap = plt.get_cmap(PALETTE if len(names) <= 10 else "tab20")
     return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
+
+
+def series_look(i: int) -> dict:
+    """The i-th series' marker and line (MARKERS, DASHES): its own hollow shape and its own dash."""
+    return {"marker": MARKERS[i % len(MARKERS)], "mfc": "none", "mew": 1.3, "ls": DASHES[i % len(DASHES)]}
+
+
+def looks(labels) -> dict:
+    """colors() and series_look() together: one colour, marker and dash per distinct label, in order, so a
+    series looks the same in every panel and in the legend."""
+    return {n: {"color": c, **series_look(i)} for i, (n, c) in enumerate(colors(labels).items())}
 
 
 def legend_below(fig, axes, extra: list[tuple] = (), max_cols: int = 3):
