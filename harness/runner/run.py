@@ -82,7 +82,9 @@ def curve_evaluation(eval_cfg: EvalConfig, policy, task, method) -> dict:
 
     def fn() -> dict:
         res = evaluate(policy, task, "validation", curve_cfg)
-        return {k: res.metrics[k]["mean"] for k in ("greedy_acc", "greedy_reward") if k in res.metrics}
+        point = {k: res.metrics[k]["mean"] for k in ("greedy_acc", "greedy_reward") if k in res.metrics}
+        # the prompt count rides along: curves.png draws each point's 95% Wilson interval over it
+        return {**point, "prompts": res.metrics["greedy_acc"]["n"]} if "greedy_acc" in res.metrics else point
     return {"eval_fn": fn, "eval_every_fraction": eval_cfg.every_flops_fraction, "model": policy.model}
 
 
