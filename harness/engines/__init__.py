@@ -13,17 +13,43 @@ from harness.core.engine_kinds import capabilities, plain_engine
 from harness.core.policy import Policy
 
 __all__ = ["ENGINES", "VLLM_INSTALL", "Engine", "EngineConfig", "EngineError", "check_plan", "device_memory",
-           "evaluation_engine", "make_engine", "plain_engine", "trl_vllm_kwargs", "vllm_available"]
+           "evaluation_engine", "make_engine", "plain_engine", "trl_vllm_kwargs", "vllm_available",
+           "vllm_version_problem", "VLLM_SUPPORTED"]
+
+
+# The vLLM versions the engine code (harness/engines/vllm.py, vllm_worker.py, methods/es/vllm_ext.py) and TRL 1.12's
+# colocated engine were checked against, call by call, in vLLM's own source: 0.24.0 (the torch 2.11 stack,
+# constraints-vllm-torch211.txt) and 0.27.1 (the pin, torch 2.13, constraints-vllm.txt); docs/gpus.md "Nodes that
+# cannot take vllm 0.27.1" tables the calls with their file:line in both. Every call is the same at both ends, so the
+# releases between them are let through unread; TRL 1.12 accepts 0.19.0-0.27.1 (trl/import_utils.py
+# is_vllm_available), but below 0.24.0 nothing was read, so an older vLLM is refused rather than guessed at.
+VLLM_SUPPORTED = ("0.24.0", "0.27.1")
+
+
+def vllm_version_problem(version: str) -> str | None:
+    """None when `version` (vllm.__version__) lies in VLLM_SUPPORTED, else the one-line reason naming both constraints
+    files. A local label (0.24.0+cu129) or a dev/post suffix is compared by its release (as TRL does)."""
+    from packaging.version import InvalidVersion, Version
+    lo, hi = (Version(v) for v in VLLM_SUPPORTED)
+    try:
+        release = Version(Version(version).base_version)
+    except InvalidVersion:
+        release = None
+    if release is not None and lo <= release <= hi:
+        return None
+    return (f"engine=vllm supports vLLM {lo}-{hi}, found {version}: install vllm 0.27.1 with constraints-vllm.txt "
+            f"(torch 2.13) or vllm 0.24.0 with constraints-vllm-torch211.txt (torch 2.11); docs/gpus.md says how")
 
 
 def vllm_available() -> str | None:
-    """None when vLLM imports, else the one-line reason (naming the install command)."""
+    """None when vLLM imports and its version is supported (VLLM_SUPPORTED), else the one-line reason (naming the
+    install command, or the supported range and the constraints files)."""
     try:
-        import vllm  # noqa: F401
+        import vllm
     except Exception as e:  # ImportError, or a broken install (e.g. a torchvision built for another torch)
         first = (str(e).splitlines() or [""])[0][:120]
         return f"engine=vllm needs vLLM: {VLLM_INSTALL} ({type(e).__name__}: {first})"
-    return None
+    return vllm_version_problem(str(getattr(vllm, "__version__", "unknown")))
 
 
 def make_engine(policy: Policy, cfg: EngineConfig | dict | None = None, extension: str | None = None,

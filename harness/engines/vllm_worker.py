@@ -110,8 +110,9 @@ class WorkerExtension:
 
     def _engine_model(self) -> torch.nn.Module:
         """The engine's model through the worker's own accessor (vllm/v1/worker/gpu_worker.py Worker.get_model,
-        which CPUWorker inherits, in 0.27.1): `model_runner.model` is a CUDA-graph wrapper on a GPU
-        (gpu_model_runner.py get_model unwraps it) and lives elsewhere on Model Runner V2 (v1/worker/gpu)."""
+        which CPUWorker inherits, the same in 0.24.0 and 0.27.1): `model_runner.model` is a CUDA-graph wrapper on a
+        GPU (gpu_model_runner.py get_model unwraps it) and lives elsewhere on Model Runner V2 (v1/worker/gpu), which
+        the two versions choose for different models (0.24.0: Llama, Mistral, Qwen3; 0.27.1: every dense model)."""
         return self.get_model()
 
     def engine_pid(self) -> int:
