@@ -90,6 +90,36 @@ def test_a_config_dir_adds_its_options(tmp_path):
     assert "did you mean task=mine?" in argv_problem(["--config-dir", str(tmp_path), "task=mien"], CONF_DIR)
 
 
+def test_an_unknown_option_names_every_config_folder_searched(tmp_path):
+    """--config-dir and hydra.searchpath folders are searched as Hydra searches them, and the line names each."""
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "mine.yaml").write_text("_target_: methods.base.Base\n")
+    assert argv_problem(["method=rlooo"], CONF_DIR).startswith("method=rlooo is not an option of conf/method/; ")
+    assert argv_problem(["--config-dir", str(tmp_path), "method=mien"], CONF_DIR).startswith(
+        f"method=mien is not an option of {tmp_path}/method/ or conf/method/; did you mean method=mine? options: base,")
+    assert argv_problem([f"hydra.searchpath=[file://{tmp_path}]", "method=mien"], CONF_DIR).startswith(
+        f"method=mien is not an option of conf/method/ or {tmp_path}/method/; did you mean method=mine?")
+    assert argv_problem([f"hydra.searchpath=[file://{tmp_path}]", "method=mine"], CONF_DIR) is None
+
+
+def test_a_key_an_option_inherits_from_its_defaults_list_is_accepted():
+    """conf/eval/quick.yaml is `defaults: [default]` and three keys: eval.n_prompts comes from default.yaml."""
+    assert argv_problem(["eval=quick", "eval.n_prompts=50"], CONF_DIR) is None
+    assert argv_problem(["eval=quick", "eval.n_samples=4", "eval.kl_to_base=true"], CONF_DIR) is None
+    assert argv_problem(["eval=quick", "eval.n_promptz=50"], CONF_DIR).startswith(
+        "unknown key 'n_promptz' in eval (eval=quick, harness.evaluation.evaluate.EvalConfig); did you mean "
+        "eval.n_prompts?")
+
+
+def test_an_inherited_key_of_an_outside_option_too(tmp_path):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "tiny.yaml").write_text("defaults: [quick]\nn_samples: 2\n")  # quick's, then default's
+    (tmp_path / "eval" / "loop.yaml").write_text("defaults: [loop]\n")  # a cycle is not followed forever
+    assert argv_problem(["--config-dir", str(tmp_path), "eval=tiny", "eval.n_prompts=5"], CONF_DIR) is None
+    assert "unknown key 'n_promptz'" in argv_problem(["--config-dir", str(tmp_path), "eval=loop",
+                                                      "eval.n_promptz=5"], CONF_DIR)
+
+
 def test_planning_writes_no_hydra_files_only_when_asked():
     assert planning_overrides(["experiment=x", "+dry_run=true"]) == planning_overrides(["+plan=true"]) != []
     assert planning_overrides(["experiment=x", "+rehearse=true"]) == planning_overrides(["+rehearse=all"]) != []

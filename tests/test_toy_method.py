@@ -150,6 +150,7 @@ class Reinforce(ConfiguredMethod):
     label_keys = ("learning_rate",)
     config_class = ReinforceConfig
     facts = MethodFacts(family=RL, update_unit="one SGD step", step_cap="max_steps",
+                        roles={"reinforce": "REINFORCE with a mean baseline"},
                         samples_per_step=lambda c: c.prompts_per_step * c.samples_per_prompt,
                         scoring_forwards=lambda c: 3, memory=memory)
 
@@ -212,7 +213,7 @@ eval: {n_prompts: 8, n_samples: 2, pass_ks: [1, 2], maj_ks: [2], n_boot: 200, ma
 cells:
   - {label: base, overrides: [method=base], seeded: false}
   - {label: ES, overrides: [method=es, method.population=4, method.prompts_per_iteration=4]}
-  - {label: REINFORCE, overrides: [method=reinforce]}
+  - {label: REINFORCE, overrides: [method=reinforce], role: reinforce}
 """
 
 
@@ -267,10 +268,104 @@ def test_it_runs_under_an_updates_budget_and_is_compared_with_es(plugin, tmp_pat
     toy = records["REINFORCE"]
     assert toy["status"] == "ok" and toy["budget"]["kind"] == "updates" and toy["budget"]["steps"] == 2
     assert toy["train"]["steps"] == 2 and toy["budget"]["flops_used"] > 0
+    assert toy["facts"]["family"] == RL and toy["facts"]["update_unit"] == "one SGD step"  # what it declared
+    assert records["ES"]["facts"]["family"] == "es"
     rows = list(csv.DictReader((tmp_path / "out" / "toy" / "comparisons.csv").open()))
     kinds = {(r["kind"], r["comparison"]) for r in rows}
     assert ("ES vs RL", "ES vs REINFORCE") in kinds and ("trained vs base", "REINFORCE vs base") in kinds, kinds
     assert "ES vs REINFORCE" in (tmp_path / "out" / "toy" / "findings.md").read_text()
+    # the tables again from the records, with neither the plugin's module nor its config folder: the same rows
+    report(tmp_path / "runs" / "toy" / "t", tmp_path / "again")
+    again, first = (tmp_path / "again" / "comparisons.csv"), (tmp_path / "out" / "toy" / "comparisons.csv")
+    assert again.read_text() == first.read_text()
+
+
+def test_its_dry_run_keeps_the_config_dir_and_lists_its_role_in_no_claim(plugin):
+    """+dry_run=true: the commands it prints compose the same files (--config-dir kept), and the cell's role, which
+    the toy declares (MethodFacts.roles) and no claim reads, is accepted and listed in one line."""
+    _, conf, env = plugin
+    out = harness(env, "--config-dir", str(conf), "experiment=toy", "+dry_run=true", timeout=300)
+    run_one = next(line for line in out.splitlines() if line.startswith("run one:"))
+    fan_out = next(line for line in out.splitlines() if line.startswith("fan out:"))
+    assert f"--config-dir {conf} experiment=toy" in run_one and f"--config-dir {conf}" in fan_out, out
+    assert [line for line in out.splitlines() if "in no claim" in line] == [
+        "roles in no claim (accepted; conf/claims.yaml reads none of them): reinforce (REINFORCE)"], out
+
+
+def test_its_cluster_fan_out_composes_with_the_config_dir(plugin, monkeypatch):
+    """harness.runner.launch plans the toy's experiment from its --config-dir (its role accepted) and keeps it."""
+    from harness.runner.launch import command
+
+    _, conf, _ = plugin
+    argv = ["--config-dir", str(conf), "experiment=toy", "stamp=s"]
+    monkeypatch.setattr(sys, "argv", ["launch", *argv])
+    assert command(argv)[3:] == ["-m", *argv, "+run_index=range(0,3)"]
+
+
+def test_an_unknown_option_names_every_config_dir_searched(plugin):
+    _, conf, env = plugin
+    r = subprocess.run([sys.executable, "-m", "harness", "--config-dir", str(conf), "method=reinforc"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert (f"method=reinforc is not an option of {conf}/method/ or conf/method/; did you mean method=reinforce?"
+            in r.stderr), r.stderr
+
+
+def test_a_role_its_method_does_not_declare_is_refused(plugin):
+    _, conf, env = plugin
+    (conf / "experiment" / "toy.yaml").write_text(EXPERIMENT_YAML.replace("role: reinforce", "role: reinforcer"))
+    r = subprocess.run([sys.executable, "-m", "harness", "--config-dir", str(conf), "experiment=toy", "+dry_run=true"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert ("cells[2].role='reinforcer' is not a role; use one of base, es," in r.stderr
+            and "toy_reinforce.Reinforce declares reinforce, or leave it out" in r.stderr), r.stderr
+
+
+def report(records, out, env=None):
+    """`python -m harness.reporting RECORDS --out OUT` with the repository alone on PYTHONPATH (no plugin)."""
+    env = env or {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-m", "harness.reporting", str(records), "--out", str(out)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    return r.stdout + r.stderr
+
+
+def test_its_records_keep_its_family_so_reporting_needs_neither_its_module_nor_its_yaml(plugin, tmp_path):
+    """A record keeps the facts its method declared (Record.facts): reporting the toy's records without its module
+    on PYTHONPATH and without --config-dir still sets ES against REINFORCE. A record older than that (no facts)
+    is looked up by its `_target_`, which cannot be found here: the report says so instead of dropping it."""
+    from harness.core.method_facts import facts_record
+    from harness.core.records import Record, write_record
+    from harness.evaluation.metrics import prompt_set_id
+
+    prompts = prompt_set_id([f"p{i}" for i in range(40)])
+
+    def put(root, name, method, target, correct, seed, facts, trains=True):
+        v = [int(i < correct) for i in range(40)]
+        m = sum(v) / 40
+        metrics = {"test": {"greedy_acc": {"mean": m, "ci_low": m, "ci_high": m, "n": 40, "prompts": prompts,
+                                           "per_prompt": v}}}
+        write_record(root / name / f"seed{seed}", Record(
+            status="ok", label=name, cell=name, model="zoo-100k", method=method, trains=trains, seed=seed,
+            config={"method": {"_target_": target}}, facts=facts, metrics=metrics, started_at=seed))
+
+    toy = facts_record(facts_of("toy_reinforce.Reinforce"))
+    assert toy["family"] == RL and toy["roles"] == {"reinforce": "REINFORCE with a mean baseline"}
+    for root, kept in ((tmp_path / "new", toy), (tmp_path / "old", {})):
+        for seed in (0, 1):
+            put(root, "Original", "base", "methods.base.Base", 10, seed, {}, trains=False)
+            put(root, "ES", "es", "methods.es.ES", 20 + seed, seed, {})
+            put(root, "REINFORCE", "reinforce", "toy_reinforce.Reinforce", 12 + 3 * seed, seed, kept)
+    report(tmp_path / "new", tmp_path / "new_out")
+    rows = list(csv.DictReader((tmp_path / "new_out" / "comparisons.csv").open()))
+    assert {r["comparison"] for r in rows if r["kind"] == "ES vs RL"} == {"ES vs REINFORCE"}, rows
+    out = report(tmp_path / "old", tmp_path / "old_out")
+    rows = list(csv.DictReader((tmp_path / "old_out" / "comparisons.csv").open()))
+    assert not [r for r in rows if r["kind"] == "ES vs RL"]
+    assert "REINFORCE vs Original" in {r["comparison"] for r in rows}  # named below, never dropped
+    said = ("method reinforce (toy_reinforce.Reinforce): its family is unknown (the record predates records keeping "
+            "their method's facts, and its module is not importable here: put it on PYTHONPATH)")
+    assert said in (tmp_path / "old_out" / "findings.md").read_text() and said in out
 
 
 def test_every_shipped_method_declares_facts_readable_before_torch(monkeypatch):

@@ -87,13 +87,17 @@ class Walk:
         return self.s / math.sqrt(self.t) if self.t else 0.0
 
 
-def walk_of(method: str, mconf: dict, train: TrainSummary | None, steps: list) -> tuple[Walk | None, str]:
+def walk_of(method: str, mconf: dict, train: TrainSummary | None, steps: list,
+            family: str | None = None) -> tuple[Walk | None, str]:
     """(the run's Walk, "") or (None, why there is no null) from its method (its name in the record), config,
-    summary, step log. Only a method of the es family (its declared facts: ES's update rule) has one; a
-    setting the record's config lacks takes the method's own default (its config dataclass)."""
+    summary, step log. Only a method of the es family (`family`, the one its record keeps: method_facts
+    record_family; else its declared facts, looked up: ES's update rule) has one; a setting the record's
+    config lacks takes the method's own default (its config dataclass)."""
     target = target_of(method, mconf)
-    facts = declared(target) if target else None
-    if facts is None or facts.family != ES:
+    if family is None:
+        facts = declared(target) if target else None
+        family = facts.family if facts is not None else None
+    if family != ES:
         return None, NOT_RW
     defaults = config_defaults(target)
 

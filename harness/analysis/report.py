@@ -25,13 +25,13 @@ from harness.analysis.sparsity import (fraction_below, member_step, sparsity_cur
                                        thresholds, zeroable_at)
 from harness.analysis.update import UpdateError, base_hash, check_base, deltas, load_update, named_params
 from harness.core.atomic import write_json_atomic, write_text_atomic
-from harness.core.method_facts import ES, RL, family_of
+from harness.core.method_facts import ES, RL, record_family, unknown_family
 from harness.core.policy import load_policy
 from harness.core.records import RECORD_NAME, read_records
 from harness.reporting.aggregate import plan_of
 from harness.reporting.report import output_name
 from harness.reporting.stats import range_multiple
-from harness.reporting.update_claims import refresh_findings, section as claims_section
+from harness.reporting.update_claims import run_family, refresh_findings, section as claims_section
 
 log = logging.getLogger("esbench")
 
@@ -119,10 +119,12 @@ def analyse_run(record, cfg: AnalysisConfig, bases: Bases) -> dict:
     if record.update.get("base_sha256") != h:
         check_base(policy.model, record.update, record.label, record.model)
     delta = deltas(final, policy.model)
-    walk, why = walk_of(record.method, record.config.get("method", {}), record.train, record.steps)
+    family = record_family(record)  # kept in the record (its method's facts), else looked up (older records)
+    walk, why = walk_of(record.method, record.config.get("method", {}), record.train, record.steps, family)
     step, rule = step_size(record, walk)
     out = {"name": run_name(record), "model": record.model_key or record.model, "method": record.method,
-           "label": record.label, "seed": record.seed, "flops": record.budget.flops_used if record.budget else None,
+           "family": family, "label": record.label, "seed": record.seed,
+           "flops": record.budget.flops_used if record.budget else None,
            "path": str(run_dir), "tied": tied, "entropy": list(record.entropy),
            "heldout": {t: {m: v.mean for m, v in h_["metrics"].items()} for t, h_ in record.heldout.items()},
            "numerics": numerics_of(record),
@@ -187,6 +189,8 @@ def analyse(records_root: Path, out: Path, cfg: AnalysisConfig | None = None) ->
             try:
                 runs.append(analyse_run(r, cfg, bases))
                 log.info("analysed %s", run_name(r))
+                if runs[-1]["family"] is None:  # in no ES / RL pair: said, never dropped silently
+                    warnings.append(f"{run_name(r)}: {unknown_family(r)}")
             except UpdateError as e:
                 skipped.append(str(e))
     if manifest is not None:
@@ -210,7 +214,7 @@ def drift_ratios(runs: list[dict]) -> dict:
     for model in dict.fromkeys(r["model"] for r in runs):
         cells: dict[str, dict[str, list[float]]] = {ES: {}, RL: {}}
         for r in runs:
-            fam = family_of(str(r["method"]), None)
+            fam = run_family(r)
             if r["model"] == model and fam in cells:
                 cells[fam].setdefault(r["label"], []).append(r["drift"]["whole"])
         mean = {f: {k: sum(v) / len(v) for k, v in c.items()} for f, c in cells.items()}
@@ -260,6 +264,10 @@ def markdown(s: dict, cfg: AnalysisConfig) -> str:
               "per coordinate, learned or not; the RL side scales with the learning rate:", ""]
         L += [f"- {m}: {p['es']} {_g(p['es_drift'])} / {p['rl']} {_g(p['rl_drift'])} = {p['ratio']:.1f}x"
               for m, pairs in s["ratios"].items() for p in pairs]
+    unknown = [r["name"] for r in runs if run_family(r) is None]
+    if unknown:
+        L += ["", f"Not in any ES / RL pair, because the family of its method is unknown (neither its record nor a "
+              f"conf/method option of its name says it): {', '.join(unknown)}."]
     for key, nkey, title in (("top_k_counts", "top_k", f"the top {cfg.top_k}"),
                              ("top_fraction_counts", "top_fraction", f"the top {cfg.top_fraction:.1%}")):
         L += ["", f"## Localisation: groups among {title} largest |delta| coordinates\n",

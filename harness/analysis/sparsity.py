@@ -27,7 +27,7 @@ from dataclasses import replace
 import torch
 
 from harness.analysis.update import named_params
-from harness.core.method_facts import ES, RL, family_of
+from harness.core.method_facts import ES, RL, record_family
 from harness.evaluation.evaluate import EvalConfig, evaluate
 
 
@@ -35,7 +35,7 @@ from harness.evaluation.evaluate import EvalConfig, evaluate
 def member_step(record) -> tuple[float | None, str]:
     """(one member's largest step, the rule): alpha/N x max|z| x E|eps|, for an ES run; (None, "") otherwise."""
     m = record.config.get("method", {})
-    if family_of(record.method, m) != ES:
+    if record_family(record) != ES:
         return None, ""
     alpha = (record.train.alpha if record.train else None) or m.get("alpha")
     n = m.get("population")
@@ -57,7 +57,7 @@ def step_size(record, walk=None) -> tuple[float | None, str]:
     """(one step's size, the rule used) for the run's method: one ES update (walk.s1) when the run has a
     random-walk null (harness/analysis/null.py Walk), else one member's step; Adam's lr for GRPO/PPO."""
     m = record.config.get("method", {})
-    family = family_of(record.method, m)
+    family = record_family(record)
     if family == ES:
         if walk is not None and walk.s1 > 0:
             return walk.s1, f"one ES update: RMS per coordinate = alpha/N sqrt(S_t) ({walk.rule})"

@@ -27,14 +27,21 @@ _HYDRA_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", 
 
 
 def _hydra_flags(argv: list[str]) -> list[str]:
-    """The command line's Hydra flags that choose the config (e.g. --config-dir of a plugin's YAML)."""
+    """The command line's Hydra flags that choose the config (e.g. --config-dir of a plugin's YAML), and its
+    hydra.searchpath override (Hydra keeps it out of the task overrides a child is given)."""
     out = []
     for i, a in enumerate(argv):
         if a in _HYDRA_FLAGS and i + 1 < len(argv):
             out += [a, argv[i + 1]]
-        elif a.startswith(tuple(f + "=" for f in _HYDRA_FLAGS)):
+        elif a.startswith(tuple(f + "=" for f in _HYDRA_FLAGS)) or a.lstrip("+").startswith("hydra.searchpath="):
             out.append(a)
     return out
+
+
+def config_flags() -> list[str]:
+    """This process's config-choosing flags (_hydra_flags of sys.argv), for a command it prints or starts: a
+    printed `python -m harness ...` keeps the --config-dir it was given, so it composes the same files."""
+    return _hydra_flags(sys.argv[1:])
 
 
 def start_child(args: list[str], env: dict | None = None) -> subprocess.Popen:

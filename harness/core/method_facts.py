@@ -19,6 +19,11 @@ Two ways to read them:
                        so the config check runs before torch loads (harness/runner/cli.py) and a report
                        from a runs.csv needs no torch; it imports when a data field is not a literal
                        (or a module-level constant bound to one). Its callables are left unset.
+A run's record keeps the data fields its method declared when it ran (`facts_record`, Record.facts), and the
+reports read a run's facts from there (`record_facts`: the comparisons, the outcomes file, the analysis and
+NOTE-076's claims), so a method from outside the repository keeps its rows when it is reported without its
+module or YAML; a record made before records kept them is looked up by its `_target_` (`family_of`, `declared`)
+or its name among the conf/method options (`targets_by_name`), and one nothing finds is named, never dropped.
 A method's config dataclass lives in a light module beside it (`light_config`: methods/es/loop.py's in
 methods/es/config.py), so the config check and `configure` read it without importing the method.
 The code fields are given the method's settings as `configure(target, mapping)` reads them from a run's
@@ -67,6 +72,9 @@ class MethodFacts:
       summary_keys      (always, sometimes): the keys its train() returns beyond harness/core/payloads.py's
                         COMMON, always or on some paths only; a record of it is read strictly against them
                         (None: not declared, its keys are kept as returned, none required).
+      roles             {role: what a cell of it is}: roles an experiment's cell or grid of this method may declare
+                        beside the closed list of harness/reporting/roles.py (ROLES, which a shipped file keeps
+                        to); a role no claim reads is accepted and listed as "in no claim". None: none of its own.
     Code (read by importing the method: `facts_of`), each given the method's config object (`configure`):
       samples_per_step  completions one step scores (prices an updates budget, bounds a step's charge).
       scoring_forwards  completion-scoring forwards one step may run per completion beyond generating it.
@@ -86,6 +94,7 @@ class MethodFacts:
     stages: tuple[str, str] | None = None
     split_unit: str | None = None
     summary_keys: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    roles: Mapping[str, str] | None = None
     samples_per_step: Callable[[Any], float] | None = None
     scoring_forwards: Callable[[Any], float] | None = None
     memory: Callable[..., tuple[dict, int, str | None]] | None = None
@@ -97,7 +106,8 @@ class MethodFacts:
 
 
 DATA = ("family", "update_unit", "step_cap", "distributed", "reference_label", "reference_points", "stages",
-        "split_unit", "summary_keys")
+        "split_unit", "summary_keys", "roles")
+_TUPLES = {"stages": 1, "summary_keys": 2}  # data fields that are tuples (of tuples): JSON gives lists back
 
 
 def method_class(target: str) -> type | None:
@@ -269,11 +279,68 @@ def target_of(method: str, mconf: dict | None) -> str:
 
 
 def family_of(method: str, mconf: dict | None) -> str | None:
-    """The family a run's method declares (ES, RL, REFERENCE, COMPOSITE), from its record's method name and
-    config, read without importing the method; None when it declares none."""
+    """The family a method declares (ES, RL, REFERENCE, COMPOSITE), looked up by its config's `_target_`, else by
+    its name among the conf/method options, read without importing it; None when neither finds it. A record
+    keeps its method's facts (record_facts): this lookup is for records made before it did."""
     target = target_of(method, mconf)
     facts = declared(target) if target else None
     return facts.family if facts is not None else None
+
+
+# ---- the facts a run's record keeps: what the method declared when it ran ----
+def facts_record(facts: MethodFacts | None) -> dict:
+    """The data fields (DATA) of `facts` as plain JSON data, for a record (Record.facts); {} for None."""
+    if facts is None:
+        return {}
+    return {k: _plain(getattr(facts, k)) for k in DATA}
+
+
+def _plain(v):
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (tuple, list)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _tuples(v, depth: int):
+    return v if v is None or not isinstance(v, list) else tuple(_tuples(x, depth - 1) if depth > 1 else x for x in v)
+
+
+def stored_facts(stored: Mapping | None) -> MethodFacts | None:
+    """The MethodFacts a record keeps (facts_record's dict), data fields only; None when it keeps none (a record
+    made before records kept them) or no family. Keys this code does not know (a newer writer's) are ignored."""
+    if not isinstance(stored, Mapping) or not isinstance(stored.get("family"), str):
+        return None
+    values = {k: _tuples(stored[k], _TUPLES[k]) if k in _TUPLES else stored[k] for k in DATA if k in stored}
+    return MethodFacts(**values)
+
+
+def record_facts(record) -> MethodFacts | None:
+    """The data facts of a run's method: those its record keeps (`record.facts`, written when it ran, so a
+    report needs neither the method's module nor its YAML), else (an older record) its `_target_`'s or its
+    name's declaration (family_of); None when neither is found: callers say so (unknown_family)."""
+    kept = stored_facts(getattr(record, "facts", None))
+    if kept is not None:
+        return kept
+    target = target_of(getattr(record, "method", "") or "", ((getattr(record, "config", None) or {}).get("method")))
+    return declared(target) if target else None
+
+
+def record_family(record) -> str | None:
+    """The family of a run's method (record_facts); None when it is not found."""
+    facts = record_facts(record)
+    return facts.family if facts is not None else None
+
+
+def unknown_family(record) -> str:
+    """The line a report writes for a run whose method's family cannot be found, instead of dropping it."""
+    mconf = (getattr(record, "config", None) or {}).get("method") or {}
+    target = mconf.get("_target_") if isinstance(mconf, Mapping) else None
+    return (f"method {getattr(record, 'method', '') or '?'}" + (f" ({target})" if target else "")
+            + ": its family is unknown (the record predates records keeping their method's facts, and "
+            + ("its module is not importable here: put it on PYTHONPATH" if target else
+               "it names no `_target_` and no conf/method option has its name") + "), so it is in no ES-vs-RL row")
 
 
 @functools.lru_cache(maxsize=128)

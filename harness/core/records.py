@@ -13,7 +13,10 @@ and `interrupted` states; later additions with defaults (still 2): `entropy` and
 with no validation split, or the failed record a rerun replaced); 3 = the same JSON, with `train`,
 `budget` and the metrics (`metrics`, `heldout.<task>.metrics`) typed (harness/core/payloads.py) and
 checked key by key when read. A record keeps the schema it was read with when it is rewritten, so a
-schema 1 or 2 record is never held to the keys of 3.
+schema 1 or 2 record is never held to the keys of 3. Added since, with a default (still 3): `facts`,
+the data fields of the method's MethodFacts as it declared them when it ran (family, update unit, ...:
+harness/core/method_facts.py facts_record); reports read a run's family there, so they need neither
+the method's module nor its YAML ({} in older records: those are looked up by `_target_` or name).
 
 Reading checks the shape (a record that is not an object, a `metrics` that is not split -> metric ->
 {mean, ci_low, ci_high}, an ok record with no `metrics`): such a file raises RecordError naming the
@@ -124,6 +127,7 @@ class Record:
     experiment_stamp: str | None = None
     declared: dict | None = None                    # the experiment's primary endpoints and the commit that declared them
     config: dict = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)       # the method's declared data facts (method_facts.facts_record)
     started_at: float = 0.0
     pid: int | None = None
     host: str | None = None
@@ -153,7 +157,7 @@ class Record:
         """Payloads given as dicts (a record read from JSON, a test's record) become their dataclasses, read
         by the rules of this record's schema; PayloadError names the key that does not fit."""
         v = self.schema_version
-        self.train = read_train(self.train, self.method, v, summary_keys(self.config))
+        self.train = read_train(self.train, self.method, v, summary_keys(self.config, self.facts))
         self.budget = read_budget(self.budget, v)
         self.metrics = {split: read_metrics(named, f"metrics.{split}") for split, named in self.metrics.items()}
         self.heldout = {task: {**held, "metrics": read_metrics(held["metrics"], f"heldout.{task}.metrics")}
@@ -208,13 +212,17 @@ def write_record(run_dir: Path, record: Record) -> Path:
     return path
 
 
-def summary_keys(config: dict) -> tuple | None:
-    """The summary_keys the run's method declares in its facts (harness/core/method_facts.py), found by the
-    record's `method._target_` without importing the method; None when it declares none."""
+def summary_keys(config: dict, kept: dict | None = None) -> tuple | None:
+    """The summary_keys the run's method declares in its facts (harness/core/method_facts.py): those the record
+    keeps (`kept`, Record.facts), else found by the record's `method._target_` without importing the method;
+    None when it declares none."""
+    from harness.core.method_facts import declared, stored_facts
+    facts = stored_facts(kept)
+    if facts is not None:
+        return facts.summary_keys
     target = ((config or {}).get("method") or {}).get("_target_")
     if not target:
         return None
-    from harness.core.method_facts import declared
     facts = declared(str(target))
     return facts.summary_keys if facts is not None else None
 

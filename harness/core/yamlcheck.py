@@ -14,14 +14,29 @@ _CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 
 
 def config_dirs(argv: list[str], conf_dir: Path) -> list[Path]:
-    """The project's conf/ and any --config-dir of the command line (searched first, as Hydra does)."""
-    dirs = []
+    """The folders Hydra searches for this command line: any --config-dir, the project's conf/, then the
+    file:// entries of a `hydra.searchpath=[...]` override (pkg:// ones are not folders)."""
+    dirs, searched = [], []
     for i, a in enumerate(argv):
         if a in _CONFIG_DIR_FLAGS and i + 1 < len(argv):
             dirs.append(Path(argv[i + 1]))
         elif a.startswith(tuple(f + "=" for f in _CONFIG_DIR_FLAGS)):
             dirs.append(Path(a.split("=", 1)[1]))
-    return [*dirs, Path(conf_dir)]
+        elif a.lstrip("+").startswith("hydra.searchpath="):
+            for entry in a.split("=", 1)[1].strip().strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("file://"):
+                    searched.append(Path(entry[len("file://"):]))
+    return [*dirs, Path(conf_dir), *searched]
+
+
+def shown(folder: Path, conf_dir: Path) -> str:
+    """A config folder as an error names it: conf/ for the project's own, else the path as given."""
+    try:
+        same = Path(folder).resolve() == Path(conf_dir).resolve()
+    except OSError:
+        same = False
+    return "conf" if same else str(folder).rstrip("/")
 
 
 def chosen_files(argv: list[str], conf_dir: Path) -> list[Path]:

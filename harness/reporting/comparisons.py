@@ -16,8 +16,10 @@ validation. Per model, these comparisons (A vs B, difference = A - B) on the tes
 - reference points: rows of one cell with an axis over a setting the method names in facts.reference_points,
   each vs the row at that value (ES: population N vs N=30).
 A row's method is known by its family (MethodFacts.family, harness/core/method_facts.py: es, rl, reference,
-composite), read from the method's declared facts through its `_target_` (records), or through its name
-and the conf/method options (a runs.csv); no method name or label is matched here.
+composite), read from the facts its records keep (Record.facts: a plugin's rows keep their pairs with the
+plugin off PYTHONPATH), from its `_target_`'s declaration for records older than that, or through its name
+and the conf/method options (a runs.csv); no method name or label is matched here. A trained run whose
+family none of these finds is named in findings.md (and the report's warnings), never dropped silently.
 
 Every comparison and metric (greedy_acc, pass@k, maj@k: whichever the records have; and the experiment's
 `summary_metrics`, e.g. mean_reward and kl_to_base) gets (the tests: harness/reporting/stats.py):
@@ -69,7 +71,7 @@ import pandas as pd
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
-from harness.core.method_facts import ES, RL, MethodFacts, declared_by_name
+from harness.core.method_facts import ES, RL, MethodFacts, declared_by_name, record_facts, unknown_family
 from harness.core.records import Manifest, Record
 from harness.evaluation.metrics import per_prompt_values
 from harness.reporting import stats
@@ -156,10 +158,26 @@ def _name(row: pd.Series) -> str:
     return str(row["label"])
 
 
-def _facts(row: pd.Series, targets: dict[str, str] | None) -> MethodFacts | None:
-    """The declared facts of a row's method (by its name: `targets` from the records, else conf/method)."""
+def _facts(row: pd.Series, known: dict[str, MethodFacts] | None) -> MethodFacts | None:
+    """The declared facts of a row's method: `known` ({method name: facts} its records keep, known_facts), else
+    by its name among the conf/method options (a runs.csv, which holds the name alone)."""
     name = row.get("method")
-    return declared_by_name(name, targets) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        return None
+    return (known or {}).get(name) or declared_by_name(name)
+
+
+def known_facts(records: list[Record]) -> tuple[dict[str, MethodFacts], list[str]]:
+    """({method name: its data facts} from the records (record_facts: kept in the record, else its `_target_`'s
+    declaration), [one line per method whose family none of that finds, for a trained run])."""
+    known, unknown = {}, {}
+    for r in records:
+        facts = record_facts(r) if r.method else None
+        if facts is not None:
+            known.setdefault(r.method, facts)
+        elif r.method and r.trains:
+            unknown.setdefault(r.method, unknown_family(r))
+    return known, [line for name, line in unknown.items() if name not in known]
 
 
 def rows_by_name(runs: pd.DataFrame, select_by: str = "greedy_acc") -> dict[tuple[str, str], pd.Series]:
@@ -169,13 +187,13 @@ def rows_by_name(runs: pd.DataFrame, select_by: str = "greedy_acc") -> dict[tupl
     return {(r["model"], _name(r)): r for _, r in main[main["status"] == "ok"].iterrows()}
 
 
-def _family(row: pd.Series, targets: dict[str, str] | None) -> str | None:
-    facts = _facts(row, targets)
+def _family(row: pd.Series, known: dict[str, MethodFacts] | None) -> str | None:
+    facts = _facts(row, known)
     return facts.family if facts else None
 
 
-def _is_es_reference(row: pd.Series, named: str | None = None, targets: dict[str, str] | None = None) -> bool:
-    label, facts = str(row["label"]), _facts(row, targets)
+def _is_es_reference(row: pd.Series, named: str | None = None, known: dict[str, MethodFacts] | None = None) -> bool:
+    label, facts = str(row["label"]), _facts(row, known)
     if facts is None or facts.family != ES or isinstance(row.get("grid"), str) or row.get("point"):
         return False
     if named:
@@ -183,10 +201,11 @@ def _is_es_reference(row: pd.Series, named: str | None = None, targets: dict[str
     return bool(facts.reference_label) and re.fullmatch(facts.reference_label, label) is not None
 
 
-def _reference_pairs(cell_rows: list[pd.Series], targets: dict[str, str] | None) -> list[tuple[str, pd.Series, pd.Series]]:
+def _reference_pairs(cell_rows: list[pd.Series], known: dict[str, MethodFacts] | None
+                     ) -> list[tuple[str, pd.Series, pd.Series]]:
     """Rows of one cell over an axis the method names in facts.reference_points, each vs the row at that value."""
     def points(row) -> dict:
-        facts = _facts(row, targets)
+        facts = _facts(row, known)
         return dict(facts.reference_points or {}) if facts else {}
     pts = [(k.split(".")[-1], v, r, points(r)) for r in cell_rows if isinstance(r.get("point"), dict)
            for k, v in r["point"].items()]
@@ -208,11 +227,11 @@ def paired_metrics(present: list[str], summary: list[str]) -> list[str]:
 
 
 def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifest | None = None,
-          targets: dict[str, str] | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
+          known: dict[str, MethodFacts] | None = None) -> list[tuple[str, pd.Series, pd.Series]]:
     """(kind, A row, B row) for every comparison of the module docstring, per model, successful rows only;
     `es_reference`: the full-ES cell's label when the experiment names it; `manifest`: the cells' overrides,
-    which pair each placebo with its ES twin (reporting/placebo.py); `targets`: {method name: _target_}
-    from the records (else the conf/method options say). A placebo is compared with base and with its twin
+    which pair each placebo with its ES twin (reporting/placebo.py); `known`: {method name: facts} from the
+    records (known_facts; else the conf/method options say, by name). A placebo is compared with base and with its twin
     only: it is ES's null, not another ES to set against RL or the full-ES reference."""
     placebo = placebo_pairs(main, manifest)
     placebo_cells = {(b["model"], b["cell"]) for _, _, b in placebo}
@@ -225,18 +244,18 @@ def pairs(main: pd.DataFrame, es_reference: str | None = None, manifest: Manifes
         trained = [r for r in rows if bool(r.get("trains", True)) and (model, r["cell"]) not in placebo_cells]
         if base is not None:
             out += [("trained vs base", r, base) for r in trained + nulls]
-        ref = next((r for r in trained if _is_es_reference(r, es_reference, targets)), None)
+        ref = next((r for r in trained if _is_es_reference(r, es_reference, known)), None)
         rl = [r for r in trained if isinstance(r.get("grid"), str)]
         if not rl:  # RL as plain columns, no grid (Table 2: one GRPO run per beta, no selection): each is a side
-            rl = [r for r in trained if _family(r, targets) == RL and not isinstance(r.get("grid"), str)]
-        es = [ref] if ref is not None else [r for r in trained if _family(r, targets) == ES
+            rl = [r for r in trained if _family(r, known) == RL and not isinstance(r.get("grid"), str)]
+        es = [ref] if ref is not None else [r for r in trained if _family(r, known) == ES
                                             and not isinstance(r.get("grid"), str)]
         out += [("ES vs RL", e, g) for e in es for g in rl]
         if ref is not None:
             out += [("variant vs full ES", r, ref) for r in trained if r is not ref and all(r is not g for g in rl)
                     and not isinstance(r.get("grid"), str) and not r.get("point")]
         for cell in dict.fromkeys(r["cell"] for r in trained):
-            out += _reference_pairs([r for r in trained if r["cell"] == cell], targets)
+            out += _reference_pairs([r for r in trained if r["cell"] == cell], known)
     return out + placebo
 
 
@@ -403,10 +422,9 @@ def comparisons(agg: dict, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFra
     by_path = {r.path: r for r in agg["records"] if r.path}
     man = agg.get("manifest")
     named = getattr(man, "es_reference", None)
-    targets = {r.method: str((r.config or {}).get("method", {}).get("_target_")) for r in agg["records"]
-               if r.method and (r.config or {}).get("method", {}).get("_target_")}
+    known, _ = known_facts(agg["records"])
     metrics = paired_metrics(metric_names(runs), getattr(man, "summary_metrics", None) or [])
-    rows = [row for kind, a, b in pairs(main, named, man, targets) for m in metrics
+    rows = [row for kind, a, b in pairs(main, named, man, known) for m in metrics
             for row in compare(kind, a, b, runs, by_path, m, n_boot, seed)]
     return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
@@ -426,9 +444,18 @@ def write_comparisons(agg: dict, out_dir: Path, title: str) -> list[str]:
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))
     decl = from_manifest(agg.get("manifest"))  # primary endpoints first, exploratory arms apart
-    write_text_atomic(out_dir / "findings.md",
-                      with_claims(findings_markdown(df, title, not_updated(agg.get("main")), decl), out_dir))
+    unknown = unknown_line(known_facts(agg["records"])[1])
+    if unknown:
+        agg["warnings"].append(unknown)
+    preface = "\n\n".join(p for p in (not_updated(agg.get("main")), unknown) if p)
+    write_text_atomic(out_dir / "findings.md", with_claims(findings_markdown(df, title, preface, decl), out_dir))
     return list(FILES)
+
+
+def unknown_line(lines: list[str]) -> str:
+    """The paragraph naming the runs' methods whose family is unknown (known_facts), or ''."""
+    return ("Not in any ES-vs-RL comparison, because the family of its method is unknown: " + "; ".join(lines) + "."
+            if lines else "")
 
 
 def not_updated(main: pd.DataFrame | None) -> str:
@@ -531,6 +558,17 @@ def comparisons_by_seed(runs: pd.DataFrame, select_by: str = "greedy_acc", n_pro
     return multiplicity(pd.DataFrame(rows, columns=COLUMNS))
 
 
+def unknown_by_name(runs: pd.DataFrame) -> list[str]:
+    """One line per method of a runs frame's trained runs that no conf/method option names (a runs.csv holds
+    the method's name alone): its rows are in no ES-vs-RL comparison, and the files say so."""
+    if runs.empty or "method" not in runs:
+        return []
+    trains = runs["trains"] if "trains" in runs else pd.Series(True, index=runs.index)
+    names = dict.fromkeys(str(m) for m, t in zip(runs["method"], trains) if isinstance(m, str) and bool(t))
+    return [f"method {n}: its family is unknown (runs.csv holds its name alone, and no conf/method option has it; "
+            "the report from its records reads it there)" for n in names if declared_by_name(n) is None]
+
+
 def comparisons_from_runs_csv(path: Path, out_dir: Path | None = None, title: str | None = None,
                               select_by: str = "greedy_acc", n_prompts: int | None = None) -> pd.DataFrame:
     """Write comparisons.md, comparisons.csv and findings.md (default: beside runs.csv) from a committed
@@ -548,6 +586,8 @@ def comparisons_from_runs_csv(path: Path, out_dir: Path | None = None, title: st
         cap=SEED_ONLY[0].upper() + SEED_ONLY[1:], src=src, flags=f" --n-prompts {n_prompts}" if n_prompts else "",
         prompts=f" ({n_prompts} test prompts per run: the experiment's eval.n_prompts, every greedy accuracy a "
                 f"multiple of 1/{n_prompts})" if n_prompts else "")
+    unknown = unknown_line(unknown_by_name(read_runs_csv(path)))
+    head += f"\n\n{unknown}" if unknown else ""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "comparisons.md", comparisons_markdown(df, title, head))
     write_text_atomic(out_dir / "comparisons.csv", df.to_csv(index=False))

@@ -10,7 +10,10 @@ pairs on (harness/evaluation/metrics.py's per-prompt keys):
 
 `values` is the metric's per-prompt scores, space-separated (greedy 0/1, rewards and maj@k rounded as the
 record keeps them), or for pass@k the number correct of `n_samples` per prompt, from which pass@k is
-recomputed exactly. Beside it the report writes the plan (`experiment.json`), so that
+recomputed exactly. Records that keep their method's facts (Record.facts) add a last column, `facts` (that
+JSON), so the comparisons are rebuilt with each run's family without the method's module (a plugin's
+rows included); records older than that write the columns above alone. Beside it the report writes the
+plan (`experiment.json`), so that
 
     python -m harness.reporting.outcomes results/placebo_real_confirm       # check, then rebuild
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import json
 import math
 import sys
 from pathlib import Path
@@ -40,6 +44,7 @@ from harness.evaluation.metrics import per_prompt_values
 
 OUTCOMES = "outcomes.csv.gz"
 COLUMNS = ["key", "model", "cell", "label", "seed", "method", "target", "metric", "prompts", "n_samples", "values"]
+FACTS = "facts"  # optional last column: the run's Record.facts as JSON (records that keep them)
 SPLIT = "test"
 
 
@@ -52,9 +57,10 @@ def _text(values) -> str:
 
 
 def outcomes_frame(records: list[Record], runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (ok run of `runs`, test metric with per-prompt scores), in runs.csv's order."""
+    """One row per (ok run of `runs`, test metric with per-prompt scores), in runs.csv's order; with the FACTS
+    column when some run's record keeps its method's facts."""
     by_path = {r.path: r for r in records if r.path}
-    rows = []
+    rows, facts = [], False
     for _, run in runs.iterrows():
         rec = by_path.get(run.get("path"))
         if rec is None or run.get("status") != "ok" or not isinstance(run.get("key"), str):
@@ -67,8 +73,10 @@ def outcomes_frame(records: list[Record], runs: pd.DataFrame) -> pd.DataFrame:
             rows.append({"key": run["key"], "model": run["model"], "cell": run["cell"], "label": run["label"],
                          "seed": run["seed"], "method": rec.method, "target": target, "metric": metric,
                          "prompts": m.prompts, "n_samples": m.n_samples if pass_counts else None,
-                         "values": _text(m.correct if pass_counts else m.per_prompt)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                         "values": _text(m.correct if pass_counts else m.per_prompt),
+                         FACTS: json.dumps(rec.facts, sort_keys=True) if rec.facts else None})
+            facts = facts or bool(rec.facts)
+    return pd.DataFrame(rows, columns=COLUMNS + [FACTS] * facts)
 
 
 def write_outcomes(records: list[Record], runs: pd.DataFrame, out_dir: Path) -> Path | None:
@@ -89,7 +97,7 @@ def read_outcomes(folder: Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserError(f"{folder} has no {OUTCOMES}: its per-prompt outcomes are not committed, so its prompt-level "
                         "rows cannot be recomputed (rerun the experiment with results_dir=... to write them)")
-    df = pd.read_csv(path, dtype={"values": str, "prompts": str, "key": str})
+    df = pd.read_csv(path, dtype={"values": str, "prompts": str, "key": str, FACTS: str})
     missing = [c for c in COLUMNS if c not in df]
     if missing:
         raise OutcomesMismatch(f"{path} is not an outcomes file written by the report: no column {', '.join(missing)}")
@@ -105,14 +113,16 @@ def _metric(row) -> Metric:
 
 
 def records_of(df: pd.DataFrame) -> list[Record]:
-    """One Record per run key, holding only what comparisons read: method, its _target_, test per-prompt scores
-    (its path is the run key, which the rebuilt runs frame carries as `path`)."""
+    """One Record per run key, holding only what comparisons read: method, its _target_ and kept facts, test
+    per-prompt scores (its path is the run key, which the rebuilt runs frame carries as `path`)."""
     out = []
     for key, rows in df.groupby("key", sort=False):
         first = rows.iloc[0]
         target = first["target"] if isinstance(first["target"], str) else None
+        kept = first.get(FACTS)
         out.append(Record(status="ok", method=str(first["method"]), path=str(key),
                           config={"method": {"_target_": target}} if target else {},
+                          facts=json.loads(kept) if isinstance(kept, str) and kept else {},
                           metrics={SPLIT: {str(r["metric"]): _metric(r) for _, r in rows.iterrows()}}))
     return out
 

@@ -9,11 +9,17 @@ rows by what they are, never by how they are labelled.
 A comparison's side is a column label (harness/reporting/comparisons.py): a cell's label, a cell point's label
 ("ES sigma=0.003": the cell "ES" at one point of its axes) or a grid's name. Its role is the role of the cell or
 grid it comes from. A cell or grid with no role is in no claim's rows; the schema (harness/runner/schema.py)
-refuses a role outside ROLES.
+refuses a role outside ROLES unless the cell's method declares it: ROLES is the closed list the shipped files
+keep to, and a method from outside the repository adds its own (MethodFacts.roles, harness/core/method_facts.py:
+`roles={"rloo": "RLOO at a group size"}`). A role no claim of conf/claims.yaml reads is accepted, and the
+experiment lists it in one line, "in no claim" (unclaimed), where it prints its runs and its tables.
 """
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+CLAIMS_FILE = Path(__file__).resolve().parents[2] / "conf" / "claims.yaml"
 
 POINT = re.compile(r"\S+=\S+(?: \S+=\S+)*")  # what a point adds to its cell's label (schema.point_label)
 
@@ -57,3 +63,33 @@ def role_of(column: str, roles: dict[str, tuple[str, tuple[str, ...]]]) -> str:
         if keys and POINT.fullmatch(rest) and tuple(t.split("=", 1)[0] for t in rest.split(" ")) == keys:
             return role
     return ""
+
+
+def claimed_roles(path: Path = CLAIMS_FILE) -> set[str]:
+    """Every role a claim of conf/claims.yaml names on either side of a check (its checks and its rule's check)."""
+    import yaml
+
+    try:
+        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return set()
+    out: set[str] = set()
+    for claim in spec.get("claims") or []:
+        checks = [*(claim.get("checks") or []), (claim.get("decide") or {}).get("check") or {}]
+        for check in checks:
+            out.update(str(r) for side in ("a", "b") for r in (check.get(side) or []))
+    return out
+
+
+def unclaimed(spec: dict) -> str:
+    """One line naming the roles of an experiment's cells and grids that are not in ROLES and that no claim
+    reads (a plugin's own roles), each with its cells; '' when there are none."""
+    known = claimed_roles()
+    out: dict[str, list[str]] = {}
+    for column, (role, _) in declared(spec).items():
+        if role not in ROLES and role not in known:
+            out.setdefault(role, []).append(column)
+    if not out:
+        return ""
+    return ("roles in no claim (accepted; conf/claims.yaml reads none of them): "
+            + "; ".join(f"{role} ({', '.join(cols)})" for role, cols in out.items()))

@@ -47,9 +47,15 @@ SPARSE = (0.776, 0.930)     # C5: "77.6-93.0% of nonzero updates"
 def _cells(runs: list[dict]) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = {}
     for r in runs:
-        if family_of(str(r.get("method")), None) == ES:  # the method's declared family, by its config's name
+        if run_family(r) == ES:
             out.setdefault((r["model"], r["label"]), []).append(r)
     return out
+
+
+def run_family(run: dict) -> str | None:
+    """The family of an analysed run (a run of analysis.json): the one its record kept, which the analysis
+    copies (`family`); for an analysis.json older than that, its method's by the name of its conf/method option."""
+    return run["family"] if "family" in run else family_of(str(run.get("method")), None)
 
 
 def _arith(runs: list[dict]) -> str:
@@ -138,6 +144,10 @@ def lines(runs: list[dict]) -> list[str]:
             f"{_walk(rs, 'drift', 'whole', 'within the walk' + chr(39) + 's tolerance')}." if ratios
             else "  - drift: no random-walk null to read it against."]
         out = [line for line in out if line]
+    unknown = [str(r.get("name") or r.get("label")) for r in runs if run_family(r) is None]
+    if unknown:  # said, never dropped: whether these are ES runs is not known here
+        out.append(f"- not read: {', '.join(unknown)} (the family of its method is unknown: neither its record nor "
+                   "a conf/method option of its name says it, so whether it is an ES run is not known)")
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from harness.core.yamlcheck import config_dirs
+from harness.core.yamlcheck import config_dirs, shown
 from harness.runner.schema import (ANALYSIS_TARGET, CONTROL_KEYS, EVAL_TARGET, EXPERIMENT_KEYS, RUN_SWITCHES,
                                    accepted_keys)
 
@@ -54,7 +54,7 @@ class _Conf:
     """The config folders Hydra searches (--config-dir first), read lazily."""
 
     def __init__(self, argv: list[str], conf_dir: Path):
-        self.dirs = config_dirs(argv, conf_dir)
+        self.dirs, self.conf_dir = config_dirs(argv, conf_dir), Path(conf_dir)
         self.primary = _load(next((d / "config.yaml" for d in self.dirs if (d / "config.yaml").is_file()), None))
 
     def groups(self) -> set[str]:
@@ -62,6 +62,11 @@ class _Conf:
 
     def options(self, group: str) -> list[str]:
         return sorted({p.stem for d in self.dirs for p in (d / group).glob("*.yaml")})
+
+    def searched(self, group: str) -> str:
+        """Where Hydra looks for the group's options, every folder named: 'conf/method/' or
+        'conf/method/ or /my/plugin/conf/method/'."""
+        return " or ".join(f"{shown(d, self.conf_dir)}/{group}/" for d in self.dirs)
 
     def option_file(self, group: str, option: str) -> Path | None:
         return next((d / group / f"{option}.yaml" for d in self.dirs if (d / group / f"{option}.yaml").is_file()), None)
@@ -118,14 +123,26 @@ def _experiment_nodes(conf: _Conf, chosen: dict[str, list[str]]) -> list[DictCon
     return [_load(conf.option_file("experiment", e)) for e in chosen.get("experiment") or []]
 
 
-def _option_keys(conf: _Conf, group: str, option: str) -> tuple[set[str], set[str], str | None]:
-    """(keys the option's YAML sets, keys its target accepts, the target) for conf/<group>/<option>.yaml."""
+def _option_keys(conf: _Conf, group: str, option: str, seen: frozenset = frozenset()
+                 ) -> tuple[set[str], set[str], str | None]:
+    """(keys the option's YAML sets, keys its target accepts, the target) for conf/<group>/<option>.yaml, with
+    the keys (and the target) of the options of its group its own defaults list names, which it inherits:
+    conf/eval/quick.yaml's `defaults: [default]` gives it conf/eval/default.yaml's n_prompts."""
     node = _load(conf.option_file(group, option))
-    keys = _keys(node) - {"defaults"}
-    for d in node.get("defaults") or []:  # e.g. sequential's `grpo@stages.grpo`: a node `stages`
-        if isinstance(d, str) and "@" in d:
+    keys, inherited = _keys(node) - {"defaults"}, None
+    for d in node.get("defaults") or []:
+        if not isinstance(d, str) or d == "_self_":
+            continue
+        if "@" in d:  # e.g. sequential's `grpo@stages.grpo`: a node `stages`
             keys.add(d.split("@", 1)[1].split(".")[0])
-    target = str(node.get("_target_")) if node.get("_target_") else TARGETS.get(group)
+            continue
+        parent = d[len(group) + 2:] if d.startswith(f"/{group}/") else d if "/" not in d else None
+        if parent and parent not in seen and conf.option_file(group, parent):  # an option of the same group
+            k, _, t = _option_keys(conf, group, parent, seen | {option})
+            keys |= k
+            inherited = inherited or t
+    own = str(node.get("_target_")) if node.get("_target_") else None
+    target = own or inherited or TARGETS.get(group)
     accepted = accepted_keys(target) if target else None
     return keys, set(accepted or ()), target if accepted is not None else None
 
@@ -149,8 +166,10 @@ def _group_key_problem(conf: _Conf, chosen, prefix: str, group: str, sub: str, v
         return None
     chosen_txt = ",".join(options)
     if sub in accepted:  # Hydra's struct mode: a key the YAML does not list must be added
-        return (f"{full} is not in conf/{group}/{chosen_txt}.yaml, which {targets[0]} accepts; add it with "
-                f"+{full}={value}")
+        files = ", ".join(f"{shown(f.parent.parent, conf.conf_dir)}/{group}/{f.name}"
+                          for f in (conf.option_file(group, o) for o in options) if f is not None)
+        return (f"{full} is not in {files} (nor in an option its defaults list names), which {targets[0]} accepts; "
+                f"add it with +{full}={value}")
     if "+" in prefix and not targets:
         return None  # a group without a target (model, budget) takes added keys: schema.py checks what it reads
     valid = yaml_keys | accepted
@@ -192,7 +211,7 @@ def argv_problem(argv: list[str], conf_dir: Path) -> str | None:
             if bad and options:
                 near = _nearest(bad[0], options)
                 hint = f"did you mean {head}={near}? " if near else ""
-                return f"{head}={bad[0]} is not an option of conf/{head}/; {hint}options: {', '.join(options)}"
+                return f"{head}={bad[0]} is not an option of {conf.searched(head)}; {hint}options: {', '.join(options)}"
             continue
         if head not in valid_top:
             near = _nearest(head, valid_top - {"child_run"})

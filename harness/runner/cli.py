@@ -86,8 +86,11 @@ def resume_command(cfg: DictConfig) -> str:
 
     from hydra.core.hydra_config import HydraConfig
 
-    try:
-        args = [o for o in HydraConfig.get().overrides.task if o.lstrip("+~").split("=", 1)[0] != "stamp"]
+    from harness.core.child_runs import config_flags
+
+    try:  # its --config-dir kept: the same files compose the same runs
+        args = [*config_flags(), *(o for o in HydraConfig.get().overrides.task
+                                   if o.lstrip("+~").split("=", 1)[0] != "stamp")]
     except ValueError:  # no Hydra run (a test calling main's pieces): the process's own arguments
         args = [a for a in sys.argv[1:] if not a.startswith("stamp=")]
     return shlex.join(["python", "-m", "harness", *args, f"stamp={cfg.stamp}"])

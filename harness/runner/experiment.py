@@ -43,7 +43,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from harness.analysis.settings import analysis_config
-from harness.core.child_runs import _failure, mark_killed, run_child  # noqa: F401 - _failure: tests
+from harness.core.child_runs import _failure, config_flags, mark_killed, run_child  # noqa: F401 - _failure: tests
 from harness.core.errors import UserError
 from harness.core.locks import folder_lock
 from harness.core.paths import CONF_DIR
@@ -264,11 +264,22 @@ def print_runs(cfg: DictConfig, runs: list[PlannedRun]) -> None:
         print(f"{r.index:4d}  {r.model or '-':24s} seed={r.seed}  {r.label}\n      {' '.join(r.overrides)}")
     import shlex
 
-    # this command's own overrides (group=..., seeds=[0], ...) ride along: the printed commands plan the same runs
-    args = shlex.join(_cli(cfg))
+    # this command's own overrides (group=..., seeds=[0], ...) and its --config-dir ride along: the printed
+    # commands compose the same files and plan the same runs
+    args = shlex.join([*config_flags(), *_cli(cfg)])
     print(f"\n{len(runs)} runs -> {root}/\nrun one:   python -m harness {args} "
           f"+run_index=0\nfan out:   python -m harness.runner.launch {args} "
           f"launcher=submitit_slurm hydra.launcher.partition=YOUR_PARTITION   (one job per run: {len(runs)})")
+
+
+def print_unclaimed(cfg: DictConfig) -> None:
+    """The one line naming the roles of this experiment's cells that no claim reads (a plugin's own roles:
+    harness/reporting/roles.py unclaimed); nothing when there are none."""
+    from harness.reporting.roles import unclaimed
+
+    line = unclaimed(OmegaConf.to_container(cfg, resolve=False))
+    if line:
+        print(line)
 
 
 def unfinished(root: Path, runs: list[PlannedRun]) -> int:
@@ -407,6 +418,7 @@ def run_experiment(cfg: DictConfig) -> int:
     children = compose_runs(todo, cli)
     if cfg.get("dry_run"):  # every config composed and checked as above; the methods are built when it runs
         print_runs(cfg, runs)
+        print_unclaimed(cfg)
         d = declaration(HydraConfig.get().runtime.choices.get("experiment"))
         if d:
             print(f"primary endpoints declared in commit {d['commit'] or 'none (not committed as it reads)'}"
@@ -477,6 +489,7 @@ def _run_selected(cfg: DictConfig, runs: list[PlannedRun], todo: list[PlannedRun
     print(f"tables: writing {out}/ from the records in {root}", flush=True)
     write_report(root, out)
     print((out / "table.md").read_text())
+    print_unclaimed(cfg)
     print(f"records: {root}\ntables: {out}/")
     waiting = unfinished(root, runs) if cfg.get("run_index") is not None else 0
     if waiting:  # one job of a fan-out: analysing every finished run in every job would be quadratic

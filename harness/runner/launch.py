@@ -15,8 +15,9 @@ import sys
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
+from harness.core.child_runs import _HYDRA_FLAGS, _hydra_flags
 from harness.core.errors import ConfigError
-from harness.core.yamlcheck import first_yaml_problem
+from harness.core.yamlcheck import config_dirs, first_yaml_problem
 from harness.runner.experiment import _one_line, list_runs
 from harness.runner.model_arg import rewrite_argv
 from harness.runner.schema import validate
@@ -30,13 +31,17 @@ def command(argv: list[str]) -> list[str]:
                          "`python -m harness ... +run_index=I` for one run)")
     if not any(a.startswith("stamp=") for a in argv):
         raise SystemExit("esbench: error: pass stamp=NAME so every job writes into one folder (and reruns resume)")
-    plan_args = rewrite_argv(["launch", *(a for a in argv if not a.startswith(("hydra.", "launcher=")))])[1:]
-    problem = first_yaml_problem(plan_args, CONF_DIR)  # file:line:col, not a YAML traceback
+    flags = _hydra_flags(argv)  # --config-dir DIR (a plugin's YAML): composed here too, and passed on to the jobs
+    plan_args = rewrite_argv(["launch", *(a for a in _without_flags(argv)
+                                          if not a.startswith(("hydra.", "launcher=")))])[1:]
+    problem = first_yaml_problem([*flags, *plan_args], CONF_DIR)  # file:line:col, not a YAML traceback
     if problem:
         raise SystemExit(f"esbench: error: {problem}")
+    extra = [d for d in config_dirs(flags, CONF_DIR) if d.resolve() != CONF_DIR.resolve()]
+    search = [f"hydra.searchpath=[{','.join(f'file://{d.resolve()}' for d in extra)}]"] if extra else []
     try:  # the checks `python -m harness` makes, so a bad file is one line here too, not N failing jobs
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=plan_args)
+            cfg = compose(config_name="config", overrides=[*plan_args, *search])
         validate(cfg)
     except HydraException as e:
         raise SystemExit(f"esbench: error: {_one_line(e)}") from None
@@ -46,6 +51,19 @@ def command(argv: list[str]) -> list[str]:
     if n == 0:
         raise SystemExit("esbench: error: this config plans no runs; pass experiment=NAME")
     return [sys.executable, "-m", "harness", "-m", *argv, f"+run_index=range(0,{n})"]
+
+
+def _without_flags(argv: list[str]) -> list[str]:
+    """argv less its config-choosing flags (_hydra_flags: `--config-dir DIR` as two words or one)."""
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+        elif a in _HYDRA_FLAGS and i + 1 < len(argv):
+            skip = True
+        elif not a.startswith(tuple(f + "=" for f in _HYDRA_FLAGS)):
+            out.append(a)
+    return out
 
 
 def main() -> None:

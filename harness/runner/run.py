@@ -31,6 +31,7 @@ from harness.core import records
 from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
 from harness.core.locks import folder_lock
 from harness.core.payloads import BudgetSummary, read_metrics, read_train
+from harness.core.method_facts import facts_record
 from harness.core.records import Record, new_record
 from harness.core.paths import CONF_DIR
 from harness.core.steplog import EvalEvery, make_ledger
@@ -145,7 +146,9 @@ def run_one(cfg: DictConfig, run_dir: Path, meta: dict | None = None) -> Record:
                 "task": cfg.task._target_, "seed": cfg.seed, "torch_threads": cfg.threads, "grid": cfg.get("grid"),
                 **(meta or {})}
     identity["label"] = identity.get("label") or cfg.label or default_label(method, cfg)
-    record = new_record(started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True), **identity)
+    # the method's facts ride with the record: a report reads its family there, plugin on PYTHONPATH or not
+    record = new_record(started_at=time.time(), config=OmegaConf.to_container(cfg, resolve=True),
+                        facts=facts_record(method.facts), **identity)
     # rl: rank 0 holds the run's lock (harness/core/locks.py); the other ranks of its launch write nothing
     with folder_lock(run_dir, "the run folder") if is_main_process() else contextlib.nullcontext():
         replaced = _replaces(run_dir)

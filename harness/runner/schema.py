@@ -30,7 +30,7 @@ import re
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from harness.core.budget import KINDS, method_problem
 from harness.core.errors import ConfigError, check_keys, did_you_mean, unknown_key
-from harness.core.method_facts import light_config
+from harness.core.method_facts import declared, light_config
 from harness.core.paths import CONF_DIR
 from harness.reporting.roles import ROLES
 from harness.runner import signatures
@@ -146,7 +146,7 @@ def _check_budget(b, method) -> None:
         raise ConfigError(line)
 
 
-def _check_entries(node, key: str, valid: set[str], required: str | None) -> None:
+def _check_entries(node, key: str, valid: set[str], required: str | None, cfg: DictConfig | None = None) -> None:
     if node is None:
         return
     if not isinstance(node, (list, ListConfig)):
@@ -166,8 +166,13 @@ def _check_entries(node, key: str, valid: set[str], required: str | None) -> Non
                     raise ConfigError(f"{key}[{i}].axes.{ak} must be a non-empty list of values, got {av!r}")
         role = entry.get("role")
         if role is not None and role not in ROLES:
-            raise ConfigError(f"{key}[{i}].role={role!r} is not a role; use one of {', '.join(ROLES)} "
-                              "(harness/reporting/roles.py), or leave it out")
+            target = entry_method(entry, cfg)
+            own = method_roles(target)
+            if role not in own:  # the closed list, or a role the cell's method declares (a plugin's own)
+                theirs = (f"; {target} declares {', '.join(own)}" if own else
+                          f", or one its method declares (MethodFacts(roles={{...}}) of {target})" if target else "")
+                raise ConfigError(f"{key}[{i}].role={role!r} is not a role; use one of {', '.join(ROLES)} "
+                                  f"(harness/reporting/roles.py){theirs}, or leave it out")
         ov = entry.get("overrides")
         if ov is not None and not isinstance(ov, (list, ListConfig)):
             raise ConfigError(f"{key}[{i}].overrides must be a list like [method=es, method.sigma=0.01], got {ov!r}")
@@ -206,8 +211,8 @@ def validate(cfg: DictConfig) -> None:
     seeds = cfg.get("seeds")
     if seeds is not None and not (isinstance(seeds, (list, ListConfig)) and seeds and all(_is_int(s) for s in seeds)):
         raise ConfigError(f"seeds={seeds!r} must be a non-empty list of ints, e.g. seeds: [0, 1, 2]")
-    _check_entries(cfg.get("cells"), "cells", CELL_KEYS, "label")
-    _check_entries(cfg.get("grids"), "grids", GRID_KEYS, "name")
+    _check_entries(cfg.get("cells"), "cells", CELL_KEYS, "label", cfg)
+    _check_entries(cfg.get("grids"), "grids", GRID_KEYS, "name", cfg)
     _check_entries(cfg.get("models"), "models", MODEL_KEYS, "name")
     _check_include(cfg)
     if cfg.get("axis_plot") is not None:
@@ -385,19 +390,55 @@ def _check_labels(cfg: DictConfig) -> None:
             runs[slug(label)] = label
 
 
-def _model_options() -> set[str]:
-    """conf/model options, plus those of the command line's --config-dir (Hydra's search path)."""
+def config_dirs_in_use() -> list:
+    """The folders this run composes from: conf/, then the file sources of Hydra's search path (--config-dir,
+    hydra.searchpath); with no Hydra run under way (harness.runner.launch, a test composing by hand), those
+    the process's command line names (yamlcheck.config_dirs)."""
+    import sys
     from pathlib import Path
 
-    dirs = [CONF_DIR / "model"]
+    from harness.core.yamlcheck import config_dirs
+
     try:
         from hydra.core.hydra_config import HydraConfig
         if HydraConfig.initialized():
-            dirs += [Path(s["path"]) / "model" for s in HydraConfig.get().runtime.config_sources
-                     if s.get("schema") == "file"]
-    except Exception:  # noqa: BLE001 - no Hydra run (a test composing by hand): the project's conf/ alone
+            return [CONF_DIR, *(Path(s["path"]) for s in HydraConfig.get().runtime.config_sources
+                                if s.get("schema") == "file" and Path(s["path"]).resolve() != CONF_DIR.resolve())]
+    except Exception:  # noqa: BLE001 - no Hydra run: the command line says
         pass
-    return {p.stem for d in dirs if d.is_dir() for p in d.glob("*.yaml")}
+    return [CONF_DIR, *(d for d in config_dirs(sys.argv[1:], CONF_DIR) if d != CONF_DIR)]
+
+
+def _model_options() -> set[str]:
+    """conf/model options, plus those of the command line's --config-dir (Hydra's search path)."""
+    return {p.stem for d in config_dirs_in_use() if (d / "model").is_dir() for p in (d / "model").glob("*.yaml")}
+
+
+def entry_method(entry, cfg: DictConfig | None) -> str | None:
+    """The `_target_` of a cell's or grid's method: its last `method=NAME` override's YAML (conf/method/ or a
+    --config-dir's method/), else the experiment's own method; None when neither says."""
+    import yaml
+
+    names = [str(o).split("=", 1)[1] for o in entry.get("overrides") or []
+             if "=" in str(o) and str(o).split("=", 1)[0].lstrip("+") == "method"]
+    if not names:
+        method = cfg.get("method") if cfg is not None else None
+        return str(method.get("_target_")) if isinstance(method, DictConfig) and method.get("_target_") else None
+    for d in config_dirs_in_use():
+        path = d / "method" / f"{names[-1]}.yaml"
+        if path.is_file():
+            try:
+                target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
+            except (OSError, yaml.YAMLError, AttributeError):
+                return None
+            return str(target) if target else None
+    return None
+
+
+def method_roles(target: str | None) -> dict[str, str]:
+    """{role: what it is} that a method declares in its facts (MethodFacts.roles), read without importing it."""
+    facts = declared(target) if target else None
+    return dict(facts.roles or {}) if facts is not None else {}
 
 
 def _check_models(cfg: DictConfig) -> None:
