@@ -9,21 +9,30 @@ dataclass (`GRPO(learning_rate=...)`), so the two must not drift apart (grpo.yam
     the default's own fields); interpolations such as `${seed}` or `${model.es_sigma}` are skipped;
   - every field with a default appears in the YAML, or in ALLOWED_MISSING below with the reason.
 The `analysis:` block of conf/config.yaml is checked the same way against AnalysisConfig.
-Nothing is built: the classes are imported and their dataclass fields read.
+Nothing is built: the classes are imported and their dataclass fields read. A method from outside the
+repository (its module on PYTHONPATH, its YAML in <dir>/method/, run with --config-dir <dir>) is checked the
+same way when ESBENCH_CONFIG_DIRS names <dir> (several: separated by os.pathsep), as tests/test_tasks.py does:
 
     python -m pytest tests/test_defaults.py -q
+    PYTHONPATH=/my/plugin ESBENCH_CONFIG_DIRS=/my/plugin/conf python -m pytest tests/test_defaults.py -q
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+from pathlib import Path
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from harness.core.paths import CONF_DIR
 
-METHOD_YAMLS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+EXTRA_DIRS = [Path(d) for d in os.environ.get("ESBENCH_CONFIG_DIRS", "").split(os.pathsep) if d.strip()]
+# {test id: YAML}: conf/method's by name, an outside folder's as <dir>:<name>
+METHOD_FILES = {**{p.stem: p for p in sorted((CONF_DIR / "method").glob("*.yaml"))},
+                **{f"{d}:{p.stem}": p for d in EXTRA_DIRS for p in sorted((d / "method").glob("*.yaml"))}}
+METHOD_YAMLS = sorted(METHOD_FILES)
 
 # (config class, field): why the field may be absent from its YAML. Empty today: every field with a
 # default is written out. Add an entry only with a reason, e.g. a field only tests set.
@@ -96,22 +105,23 @@ def _filled_by_defaults_list(node: DictConfig) -> set[str]:
 
 @pytest.mark.parametrize("name", METHOD_YAMLS)
 def test_method_yaml_writes_out_the_dataclass_defaults(name):
-    node = OmegaConf.load(CONF_DIR / "method" / f"{name}.yaml")
+    node = OmegaConf.load(METHOD_FILES[name])
+    where = f"conf/method/{name}.yaml" if ":" not in name else str(METHOD_FILES[name])
     cls = _class(node._target_)
     config_class = getattr(cls, "config_class", None)
     keys = [k for k in node if k not in ("_target_", "defaults")]
     if config_class is None:  # methods.base.Base: no hyperparameters
-        assert not keys, f"conf/method/{name}.yaml sets {keys} but {node._target_} takes no hyperparameters"
+        assert not keys, f"{where} sets {keys} but {node._target_} takes no hyperparameters"
         return
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     filled = _filled_by_defaults_list(node)
-    assert filled <= set(fields), f"conf/method/{name}.yaml's defaults list fills {filled - set(fields)}: no field"
-    problems = _compare(node, {k: _default(f) for k, f in fields.items()}, f"conf/method/{name}.yaml")
+    assert filled <= set(fields), f"{where}'s defaults list fills {filled - set(fields)}: no field"
+    problems = _compare(node, {k: _default(f) for k, f in fields.items()}, where)
     for k, f in fields.items():
         if _default(f) is dataclasses.MISSING or k in node or k in filled:
             continue
         if (config_class.__name__, k) not in ALLOWED_MISSING:
-            problems.append(f"conf/method/{name}.yaml: {config_class.__name__}.{k} (default {_default(f)!r}) is "
+            problems.append(f"{where}: {config_class.__name__}.{k} (default {_default(f)!r}) is "
                             "not in the YAML; write it out, or list it in ALLOWED_MISSING with the reason")
     assert not problems, "\n".join(problems)
 
@@ -120,7 +130,7 @@ def test_allowed_missing_names_real_fields():
     """A stale allow-list entry (the field was renamed or removed) fails instead of hiding nothing."""
     classes = {}
     for name in METHOD_YAMLS:
-        cls = getattr(_class(OmegaConf.load(CONF_DIR / "method" / f"{name}.yaml")._target_), "config_class", None)
+        cls = getattr(_class(OmegaConf.load(METHOD_FILES[name])._target_), "config_class", None)
         if cls is not None:
             classes[cls.__name__] = {f.name for f in dataclasses.fields(cls)}
     for (owner, field_name), reason in ALLOWED_MISSING.items():

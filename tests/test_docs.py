@@ -208,10 +208,29 @@ def layout(text: str) -> tuple[set[str], list[tuple[str, str]]]:
     return entries, described
 
 
+def configured_methods(root: Path) -> set[str]:
+    """methods/<x>.py files a conf/method/*.yaml's `_target_` names a class of (methods.<x>.Class), and their
+    light modules methods/<x>_config.py: the README's recipe, one module and one YAML, is documented by the
+    YAML, so adding a method needs no edit of docs/architecture.md."""
+    import yaml
+
+    out = set()
+    for path in sorted((root / "conf" / "method").glob("*.yaml")):
+        try:
+            target = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("_target_") or "")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        parts = target.split(".")
+        if len(parts) == 3 and parts[0] == "methods":
+            out |= {f"methods/{parts[1]}.py", f"methods/{parts[1]}_config.py"}
+    return out
+
+
 def layout_problems(root: Path) -> list[str]:
     entries, described = layout((root / "docs" / "architecture.md").read_text(encoding="utf-8"))
     named = entries | {folder + name for folder, name in described}
     bad = [f"the layout names {p}, which does not exist" for p in sorted(named) if not exists(p, root)]
+    own_yaml = configured_methods(root)
     for top in LISTED:
         for folder in sorted({f.parent for f in (root / top).rglob("*.py")}):
             rel = f"{folder.relative_to(root).as_posix()}/"
@@ -219,13 +238,15 @@ def layout_problems(root: Path) -> list[str]:
                 bad.append(f"the layout has no entry for {rel}")
                 continue
             bad += [f"the layout does not name {rel}{f.name}" for f in sorted(folder.glob("*.py"))
-                    if f.name not in ("__init__.py", "__main__.py") and f"{rel}{f.name}" not in named]
+                    if f.name not in ("__init__.py", "__main__.py") and f"{rel}{f.name}" not in named
+                    and f"{rel}{f.name}" not in own_yaml]
     return bad
 
 
 def test_layout_matches_the_tree():
     """docs/architecture.md's layout block: every file and folder it names exists, and it names every module of
-    harness/ and methods/ (package __init__.py and __main__.py aside)."""
+    harness/ and methods/ (package __init__.py and __main__.py aside; a method module a conf/method YAML names,
+    and its light module, are documented by that YAML: configured_methods)."""
     bad = layout_problems(ROOT)
     assert not bad, "docs/architecture.md's layout is out of date:\n" + "\n".join(bad)
 
@@ -248,6 +269,33 @@ def test_layout_reader_catches_what_it_should(tmp_path):
         "the layout names harness/a.py, which does not exist",
         "the layout names harness/core/gone.py, which does not exist",
         "the layout does not name harness/core/b.py"]
+
+
+def test_the_readme_recipe_for_a_method_needs_no_doc_edit(tmp_path):
+    """README's "Add a method": methods/<name>.py plus conf/method/<name>.yaml, nothing else. A copy of the tree's
+    layout-relevant files (docs/architecture.md, every module of harness/ and methods/, conf/method/) with exactly
+    those two files added passes the layout check; the module alone, with no YAML naming it, does not."""
+    import shutil
+
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ARCHITECTURE, tmp_path / "docs" / "architecture.md")
+    for top in LISTED:
+        for f in (ROOT / top).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                (tmp_path / f.relative_to(ROOT)).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / f.relative_to(ROOT)).touch()
+    shutil.copytree(ROOT / "conf", tmp_path / "conf")
+    for f in ROOT.iterdir():  # the rest, as it is: paths the layout names (tasks/, results/, ...)
+        if not (tmp_path / f.name).exists():
+            (tmp_path / f.name).symlink_to(f)
+    assert layout_problems(tmp_path) == layout_problems(ROOT)  # the copy reads as the tree does
+    (tmp_path / "methods" / "recipe_method.py").write_text("class RandomSearch: ...\n")
+    assert "the layout does not name methods/recipe_method.py" in layout_problems(tmp_path)
+    (tmp_path / "conf" / "method" / "recipe_method.yaml").write_text(
+        "_target_: methods.recipe_method.RandomSearch\nscale: 0.01\n")
+    assert layout_problems(tmp_path) == layout_problems(ROOT)
+    (tmp_path / "methods" / "recipe_method_config.py").write_text("METHOD_CONFIGS = {}\n")  # its light module too
+    assert layout_problems(tmp_path) == layout_problems(ROOT)
 
 
 def test_path_reader_finds_paths():

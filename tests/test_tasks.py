@@ -1,10 +1,15 @@
 """Conformance: every conf/task/*.yaml builds a Task that loads, gives its gold answers full reward and garbage less.
 
-A new task is one module + one YAML; this test picks it up with no edit.
+A new task is one module + one YAML; this test picks it up with no edit. A task from outside the repository
+(its module on PYTHONPATH, its YAML in <dir>/task/, run with `python -m harness --config-dir <dir> task=NAME`)
+is tested the same way when ESBENCH_CONFIG_DIRS names <dir> (several: separated by os.pathsep, ':'):
 
     python -m pytest tests/test_tasks.py -q
+    PYTHONPATH=/my/plugin ESBENCH_CONFIG_DIRS=/my/plugin/conf python -m pytest tests/test_tasks.py -q
 """
+import os
 import time
+from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
@@ -13,12 +18,26 @@ from omegaconf import OmegaConf
 from harness.core.paths import CONF_DIR
 from tasks.base import Task, TaskDataError, read_jsonl
 
-TASKS = sorted(p.stem for p in (CONF_DIR / "task").glob("*.yaml"))
+EXTRA_DIRS = [Path(d) for d in os.environ.get("ESBENCH_CONFIG_DIRS", "").split(os.pathsep) if d.strip()]
+
+
+def task_files(dirs: list[Path]) -> dict[str, Path]:
+    """{test id: YAML} of conf/task/ and of each extra config folder's task/ (its id then names the folder)."""
+    out = {p.stem: p for p in sorted((CONF_DIR / "task").glob("*.yaml"))}
+    for d in dirs:
+        if not (d / "task").is_dir():
+            raise pytest.UsageError(f"ESBENCH_CONFIG_DIRS names {d}, which has no task/ folder of YAMLs")
+        out.update({f"{d}:{p.stem}": p for p in sorted((d / "task").glob("*.yaml"))})
+    return out
+
+
+TASK_FILES = task_files(EXTRA_DIRS)
+TASKS = sorted(TASK_FILES)
 GARBAGE = ["", "I don't know.", "<answer></answer>", "\x00" * 50 + "__import__('os')"]
 
 
 def build(name: str, **overrides):
-    cfg = OmegaConf.load(CONF_DIR / "task" / f"{name}.yaml")
+    cfg = OmegaConf.load(TASK_FILES[name])
     return instantiate(OmegaConf.merge(cfg, overrides))
 
 
@@ -78,3 +97,50 @@ def test_read_jsonl_names_the_line_of_a_cut_off_row(tmp_path):
         read_jsonl(path, "test data")
     path.write_text('\ufeff{"a": 1}\r\n{"a": "x\u2028y"}\r\n')  # BOM, CRLF, a raw U+2028
     assert read_jsonl(path, "test data") == [(1, {"a": 1}), (2, {"a": "x\u2028y"})]
+
+
+OUTSIDE_TASK = '''
+import datasets
+
+
+class Echo:
+    """Repeat a word: a task that lives outside the esbench repository."""
+
+    name, version, max_new_tokens = "echo", 1, 8
+
+    def __init__(self, n_eval: int = 5):
+        self.n_eval = n_eval
+
+    def load(self, split):
+        words = ["apple", "pear", "plum", "fig", "lime", "kiwi"][: self.n_eval]
+        return datasets.Dataset.from_dict({"prompt": [f"Say {w}." for w in words], "word": words})
+
+    def extract_answer(self, text):
+        text = text.strip().strip(".").lower()
+        return text or None
+
+    def is_correct(self, completion, word, **_):
+        return self.extract_answer(completion) == word
+
+    def gold_completion(self, word, **_):
+        return word
+
+    def reward(self, completions, word, **_):
+        return [float(self.is_correct(c, w)) for c, w in zip(completions, word)]
+'''
+
+
+def test_a_task_from_an_outside_config_dir_is_picked_up(tmp_path, monkeypatch):
+    """ESBENCH_CONFIG_DIRS=<dir>: the YAMLs of <dir>/task/ are tested as conf/task's are (each id names <dir>)."""
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "echo_task.py").write_text(OUTSIDE_TASK)
+    (tmp_path / "conf" / "task").mkdir(parents=True)
+    (tmp_path / "conf" / "task" / "echo.yaml").write_text("_target_: echo_task.Echo\nn_eval: 5\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    found = task_files([tmp_path / "conf"])
+    name = f"{tmp_path / 'conf'}:echo"
+    assert name in found and "countdown" in found  # beside conf/task's own
+    monkeypatch.setitem(TASK_FILES, name, found[name])
+    test_task_conforms(name)  # the conformance test itself, on the outside task
+    with pytest.raises(pytest.UsageError, match="has no task/ folder"):
+        task_files([tmp_path / "code"])
