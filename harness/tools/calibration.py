@@ -28,10 +28,12 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from harness.reporting import stats
+if TYPE_CHECKING:
+    import numpy as np
+# numpy and the stats module load inside the functions that use them: `--help` answers before heavy imports
+# (tests/test_help.py)
 
 SEEDS = (1, 3, 5, 8)
 PROMPTS = (8, 100, 500)
@@ -43,6 +45,8 @@ B = 1000
 
 def simulate(rng: np.random.Generator, seeds: int, prompts: int, tau: float, effect: float, outcome: str):
     """(A, B): seeds x prompts outcomes of two arms."""
+    import numpy as np
+
     q = 1 / (1 + np.exp(-rng.normal(math.log(0.4 / 0.6), 1.5, size=prompts)))  # prompt difficulty, mean ~0.4
     arms = []
     for shift in (effect / 100, 0.0):
@@ -57,6 +61,10 @@ def simulate(rng: np.random.Generator, seeds: int, prompts: int, tau: float, eff
 
 def tests(a: np.ndarray, b: np.ndarray, rng_seed: int) -> dict[str, float]:
     """Each shipped test's two-sided p on one simulated dataset (NaN where it does not apply)."""
+    import numpy as np
+
+    from harness.reporting import stats
+
     out = {"seed_t": math.nan, "crossed": math.nan}
     d = a - b
     if a.shape[0] >= 2:
@@ -74,6 +82,10 @@ def tests(a: np.ndarray, b: np.ndarray, rng_seed: int) -> dict[str, float]:
 
 
 def cell(seeds: int, prompts: int, tau: float, effect: float, outcome: str, sims: int, seed: int) -> dict:
+    import numpy as np
+
+    from harness.reporting import stats
+
     rng = np.random.default_rng([seed, seeds, prompts, int(10 * tau), int(10 * effect), OUTCOMES.index(outcome)])
     hits: dict[str, list] = {}
     for i in range(sims):
@@ -119,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="write the JSON here (results/bench/calibration.json)")
     a = ap.parse_args(argv)
+    from harness.reporting import stats
+
     t0, rows = time.time(), []
     for o, s, p, t, e in itertools.product(OUTCOMES, SEEDS, PROMPTS, TAUS, EFFECTS):
         rows.append(cell(s, p, t, e, o, a.sims, a.seed))
