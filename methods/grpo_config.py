@@ -77,15 +77,7 @@ class GRPOMethodConfig:
         if self.num_generations < 2:
             raise ValueError(f"method.num_generations={self.num_generations}: GRPO needs a group of at least 2 "
                              "completions per prompt to compute advantages; set it to 2 or more (paper: 8 or 30)")
-        for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
-        if self.micro_batch_size is not None and self.micro_batch_size < 1:
-            raise ValueError(f"method.micro_batch_size={self.micro_batch_size} must be >= 1, or null to size it "
-                             "from the estimated activations")
-        if (self.prompts_per_step * self.num_generations) % self.gradient_accumulation_steps:
-            raise ValueError(f"method.gradient_accumulation_steps={self.gradient_accumulation_steps} must divide "
-                             f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations}")
+        check_batch_shape(self)
         if not self.learning_rate > 0:
             raise ValueError(f"method.learning_rate={self.learning_rate} must be > 0 (paper grid: 1e-6, 1e-5)")
         if self.beta < 0:
@@ -112,6 +104,20 @@ class GRPOMethodConfig:
             raise ValueError(f"method.max_completion_length={self.max_completion_length} must be >= 1, or null "
                              "to use the task's max_new_tokens")
 
+
+
+def check_batch_shape(c) -> None:
+    """The step's shape every TRL online method's config checks (GRPO's family, RLOO): counts >= 1, and
+    gradient_accumulation_steps dividing the step's prompts_per_step x num_generations completions."""
+    for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
+        if getattr(c, name) < 1:
+            raise ValueError(f"method.{name}={getattr(c, name)} must be >= 1")
+    if c.micro_batch_size is not None and c.micro_batch_size < 1:
+        raise ValueError(f"method.micro_batch_size={c.micro_batch_size} must be >= 1, or null to size it "
+                         "from the estimated activations")
+    if (c.prompts_per_step * c.num_generations) % c.gradient_accumulation_steps:
+        raise ValueError(f"method.gradient_accumulation_steps={c.gradient_accumulation_steps} must divide "
+                         f"prompts_per_step x num_generations = {c.prompts_per_step * c.num_generations}")
 
 
 # ---- what GRPO says about itself (GRPO.facts), priced without torch ----

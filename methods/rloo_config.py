@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from methods.grpo_config import ONLINE_FACTS
+from methods.grpo_config import ONLINE_FACTS, check_batch_shape
 from methods.lora_config import LoraSettings, check_peft
 
 
@@ -59,15 +59,7 @@ class RLOOMethodConfig:
         if self.num_generations < 2:
             raise ValueError(f"method.num_generations={self.num_generations}: RLOO's leave-one-out baseline needs at "
                              "least 2 completions per prompt; set it to 2 or more (Ahmadian et al. 2024: 2 and 4)")
-        for name in ("prompts_per_step", "num_iterations", "gradient_accumulation_steps", "max_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"method.{name}={getattr(self, name)} must be >= 1")
-        if self.micro_batch_size is not None and self.micro_batch_size < 1:
-            raise ValueError(f"method.micro_batch_size={self.micro_batch_size} must be >= 1, or null to size it "
-                             "from the estimated activations")
-        if (self.prompts_per_step * self.num_generations) % self.gradient_accumulation_steps:
-            raise ValueError(f"method.gradient_accumulation_steps={self.gradient_accumulation_steps} must divide "
-                             f"prompts_per_step x num_generations = {self.prompts_per_step * self.num_generations}")
+        check_batch_shape(self)
         if not self.learning_rate > 0:
             raise ValueError(f"method.learning_rate={self.learning_rate} must be > 0 (grid: 1e-6, 1e-5)")
         if self.beta < 0:
