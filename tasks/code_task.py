@@ -157,10 +157,14 @@ class SandboxedCodeTask:
         lines = [line.rstrip() for line in extract_code(text).splitlines() if line.strip()]
         return "\n".join(lines) or None
 
+    def _in_slices(self, judge, items) -> list:
+        """judge(item) for every item, programs run `workers` at a time, each in its own slice."""
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            return list(pool.map(judge, items))
+
     def _scores(self, jobs: list[tuple]) -> list[float]:
         """1.0 or 0.0 per job (the arguments of `is_correct`), programs run `workers` at a time."""
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return [float(ok) for ok in pool.map(lambda j: self.is_correct(*j), jobs)]
+        return [float(ok) for ok in self._in_slices(lambda j: self.is_correct(*j), jobs)]
 
     def slice_s(self) -> float:
         """One program's slice: its run in the sandbox (timeout_s, wall clock) and the judging of its values here
@@ -175,8 +179,7 @@ class SandboxedCodeTask:
     def judge_all(self, completions: list[str], rows: list[dict]) -> list[tuple[bool, str | None]]:
         """(is_correct, extract_answer) per completion for evaluation (harness/evaluation/grading.py): the programs
         run in parallel, each in its own slice, as the reward runs them; evaluation once ran them one by one."""
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            oks = list(pool.map(lambda cr: bool(self.is_correct(cr[0], **cr[1])), zip(completions, rows, strict=True)))
+        oks = self._in_slices(lambda cr: bool(self.is_correct(cr[0], **cr[1])), zip(completions, rows, strict=True))
         return [(ok, self.extract_answer(c)) for ok, c in zip(oks, completions)]
 
     def judge_stats(self) -> dict:
