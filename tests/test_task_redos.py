@@ -4,8 +4,12 @@ A regex with two runs that can split the same stretch of text, such as HotpotQA'
 `answer[ \t]*(?:\*\*)?[ \t]*:`, tries every split of a long run of spaces before failing: 4.9 s
 on "answer" and 64k spaces. Every input here is 64,000 characters of spaces, tabs, `*` or a
 repeated marker, alone or after the start of an answer; extract_answer and the reward of each
-task below must each take under 0.1 s of this process's CPU time on it (CPU, not wall time, so a
+task below must each take under 0.1 s of this thread's CPU time on it (CPU, not wall time, so a
 busy machine does not fail the test; a quadratic parse takes seconds, a linear one milliseconds).
+The thread's time, not the process's: other threads of the test process (thread pools and
+torch's OpenMP workers left by earlier tests) are billed to the process; CI once measured 0.52 s
+on a parse that takes 12 ms. The best of three tries absorbs a stray page fault or garbage
+collection; a quadratic parse fails all three.
 
     python -m pytest tests/test_task_redos.py -q
 """
@@ -42,9 +46,15 @@ def task_and_columns(request):
 
 
 def _cpu(fn) -> float:
-    start = time.process_time()
-    fn()
-    return time.process_time() - start
+    """The least CPU time this thread spends on `fn` in three tries."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+        if best < LIMIT_S:
+            break
+    return best
 
 
 def test_adversarial_answers_parse_in_linear_time(task_and_columns):
