@@ -30,7 +30,11 @@ plugin) has its keys read from its source and its facts from its imported class.
 returns a summary dict (at least "steps", "resumed_from", "flops", "samples", "wall_s"). It calls
 `ledger.start_clock()` once set up, `ledger.step(...)` once per step with the FLOPs of the tokens
 it really processed (harness/core/flops.py), the completions it scored and its own numbers as extras,
-stops at the first step boundary where `ledger.exhausted` is true, then calls `ledger.close()`.
+stops at the step boundary where `ledger.exhausted` is true, then calls `ledger.close()`. The stop rule is
+the same for every method (harness/core/budget.py): once a step's cost is known and before its update,
+`ledger.fraction_of(flops, samples)` gives the share f of it the budget has left; the method applies the
+update scaled by f (its step size or learning rate x f) and charges `ledger.step(..., fraction=f)`, so the last
+step is charged pro rata and every run spends its budget exactly.
 Logging, progress lines, trackers and periodic evaluation hang off the ledger (harness/core/steplog.py).
 A method that checkpoints resumes from `run_dir` when it holds a checkpoint.
 """

@@ -36,8 +36,10 @@ against TRL's (already gathered) num_input_tokens_seen holds unchanged. With met
 the unmerged adapters; the reference (beta > 0) is the same model with adapters disabled.
 
 With num_iterations = mu a batch is generated every mu steps; the steps in between pay only the
-update. samples = completions scored in the step. Training stops at the first step boundary where
-`ledger.exhausted`; `max_steps` is only a safety cap.
+update. samples = completions scored in the step. Training stops at the step boundary where the budget is
+spent (`ledger.exhausted`); `max_steps` is only a safety cap. The step that spends it is charged pro rata
+(harness/core/budget.py): priced before its optimizer step, it runs at the learning rate x f, f = the share of
+its cost the budget had left, and f x its FLOPs are charged (methods/trl_ledger.py).
 
 Checkpoint/resume: every `checkpoint_every` steps TRL saves run_dir/trl/checkpoint-<step> (weights,
 optimizer, scheduler, RNG states, trainer state) and the ledger's state is written beside it; a run

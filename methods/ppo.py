@@ -12,8 +12,12 @@ reference forward and one value forward, then `num_ppo_epochs` passes over the b
 `num_mini_batches` minibatches, each training the policy and the value model together.
 
 Departures from the paper's PPO baseline and from TRL's defaults (all deliberate):
-- Compute is matched in FLOPs (or samples) through the ledger, which stops training at the first
-  update boundary at or past the budget; `max_updates` is only an upper bound.
+- Compute is matched in FLOPs (or samples) through the ledger, which stops training at the update boundary
+  where the budget is spent; `max_updates` is only an upper bound. The update that spends it is charged pro
+  rata (harness/core/budget.py): its cost is known once its rollouts are scored, so before its first optimizer
+  step a pre-step hook on the optimizer (TRL's PPO loop calls no callback there) has the ledger callback price
+  it and run every optimizer step of that update (all epochs and minibatches, policy and value model) at the
+  learning rate x f, f = the share of its cost the budget had left (methods/trl_ledger.py).
 - Constant learning rate (TRL defaults to linear decay over `total_episodes`): the ledger, not a
   preset horizon, decides when training ends, so a decay schedule would have nothing to decay to.
 - temperature 1.0 for rollouts (TRL's PPO default is 0.7): on-policy sampling, as in GRPO.
@@ -283,6 +287,16 @@ class _UpdateCost:
             **{f"flops_{k}": v for k, v in flops.items() if k != "total"}}
 
 
+def price_before_stepping(trainer: PPOTrainer, callback: LedgerCallback) -> None:
+    """Call the callback's on_pre_optimizer_step before each real optimizer step, as the HF Trainer loop does:
+    TRL's PPO loop never calls it, and the stop rule needs the update priced before its weights move. The hook
+    sits on the torch optimizer under accelerate's wrapper, which steps it only at a gradient-accumulation sync;
+    the callback prices an update once, at its first step, and scales the rest of its steps by the same f."""
+    inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    inner.register_step_pre_hook(lambda optimizer, args, kwargs: callback.on_pre_optimizer_step(
+        trainer.args, trainer.state, trainer.control, optimizer=optimizer))
+
+
 def trl_metrics(logs: dict) -> dict:
     """TRL's PPO log of one update, under the names the step log uses."""
     names = {"kl": "objective/kl", "entropy": "objective/entropy", "policy_loss": "loss/policy_avg",
@@ -385,6 +399,7 @@ class PPO(ConfiguredMethod):
         trainer.dataloader = _PromptStream(dataset, c.prompts_per_step, trainer.data_collator, c.seed, start=done,
                                            rank=rank(), world=world_size())
         callback.checkpoint = lambda control, state: self._save_checkpoint(run_dir, trainer, ledger)
+        price_before_stepping(trainer, callback)
         if checkpoint:
             self._load_checkpoint(checkpoint, trainer, ledger)  # last: it restores the RNG states
         try:

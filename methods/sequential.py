@@ -15,9 +15,9 @@ FLOPs (or samples) budget it splits FLOPs (samples), the option kept from before
 states which one an experiment means (updates | flops | samples); null takes the budget's, and one
 that differs from budget.kind is refused in one line (harness/core/budget.py split_problem).
 
-Budget: the first stage runs with the ledger's limit temporarily lowered to its share, so it stops at
-its first step boundary at or past that point (the usual ledger rule; with FLOPs it may overshoot by
-part of a step, and the second stage then has that much less). The second stage runs with the full
+Budget: the first stage runs with the ledger's limit temporarily lowered to its share, so it stops
+exactly there (the usual ledger rule, harness/core/budget.py: its last step charged, and its update scaled,
+pro rata). The second stage runs with the full
 limit, i.e. on whatever budget remains. Both stages charge the one ledger, so FLOPs, samples, the
 train log and learning curves run continuously across the switch; listeners are closed once, at the end.
 
@@ -124,8 +124,8 @@ class Sequential(ConfiguredMethod):
                 "split_by": ledger.kind, "switch": switch, "stages": summaries}
 
     def first_share(self, ledger: Ledger) -> float:
-        """The first stage's limit: split x the budget; whole updates under an updates budget (the ledger
-        stops at the first boundary at or past its limit, so 0.3 x 218 = 65.4 would silently give 66)."""
+        """The first stage's limit: split x the budget; whole updates under an updates budget (an update is
+        never split, so the ledger would stop at the first boundary past 0.3 x 218 = 65.4: silently 66)."""
         share = self.config.split * ledger.limit
         if ledger.kind != "updates":
             return share

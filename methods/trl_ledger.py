@@ -7,7 +7,18 @@ once both are in, so every StepStats carries the real cost (from the method's `c
 which counts tokens) and TRL's own metrics (from `metrics`). A step whose log never comes (a
 logging interval > 1, the end of training) is still charged, without metrics.
 
-Stopping: at the first step boundary where the ledger is exhausted the callback sets
+The stop rule (harness/core/budget.py): the step that spends the budget is charged pro rata, and its update
+scaled to match. The step's cost is known once its completions are generated and scored, before its optimizer
+runs: `on_pre_optimizer_step` (the HF Trainer loop calls it after gradient clipping, right before
+`optimizer.step()`; PPOTrainer never does, so methods/ppo.py calls it from a pre-step hook on the optimizer)
+prices the step there, asks `ledger.fraction_of` for the share f of it the budget has left and, when f < 1,
+multiplies every parameter group's learning rate by f for the step's optimizer step(s) (AdamW's change of the
+weights, weight decay included, is proportional to it; the moments are updated as usual, and no step follows);
+the rates are restored after the optimizer step (`on_optimizer_step`, or at `on_step_end` for PPOTrainer, whose
+constant schedule has reset them by then) and the step is charged with `fraction=f`. A trainer that never calls
+the hook is priced at `on_step_end` and charged whole (the old rule: it overshoots by part of a step).
+
+Stopping: at the step boundary where the ledger is exhausted the callback sets
 `control.should_training_stop`; PPOTrainer never reads it, so with `raise_when_spent` it raises
 `BudgetSpent` instead, which the method catches (the update is complete at that point).
 
@@ -59,16 +70,39 @@ class LedgerCallback(TrainerCallback):
                  checkpoint: Callable | None = None, raise_when_spent: bool = False):
         self.ledger, self.cost, self.metrics = ledger, cost, metrics
         self.checkpoint_every, self.checkpoint, self.raise_when_spent = checkpoint_every, checkpoint, raise_when_spent
-        self._charge: tuple[int, tuple] | None = None  # (global_step, cost) awaiting the step's log
+        self._charge: tuple[int, tuple, float] | None = None  # (global_step, cost, f) awaiting the step's log
         self._logs: tuple[int, dict] | None = None  # (global_step, logs) awaiting the step's cost
+        self._priced: tuple[tuple, float] | None = None  # (cost, f) of the step whose optimizer is about to run
+        self._rates: tuple[object, list] | None = None  # (optimizer, its groups' learning rates) while scaled by f
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.ledger.start_clock()
 
+    def on_pre_optimizer_step(self, args, state, control, optimizer=None, **kwargs):
+        """Price the step before its (first) optimizer step; its last step's learning rate x f (module docstring)."""
+        if self._priced is not None:  # a later optimizer step of the same update (PPO's epochs and minibatches)
+            return
+        if self._charge is not None:  # the previous step's log never came: charge it first, so f sees it
+            self._commit(state, control, {})
+        cost = self.cost(args, state)
+        fraction = self.ledger.fraction_of(cost[0], cost[1])
+        self._priced = (cost, fraction)
+        if fraction < 1.0 and optimizer is not None:
+            self._rates = (optimizer, [g["lr"] for g in optimizer.param_groups])
+            for group in optimizer.param_groups:
+                group["lr"] = group["lr"] * fraction
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        self._restore_rates()
+
     def on_step_end(self, args, state, control, **kwargs):
+        self._restore_rates()
         if self._charge is not None:  # the previous step's log never came: charge it without metrics
             self._commit(state, control, {})
-        self._charge = (state.global_step, self.cost(args, state))
+        # priced before its optimizer step (f applied), or here by a trainer without that hook (charged whole)
+        cost, fraction = self._priced if self._priced is not None else (self.cost(args, state), 1.0)
+        self._priced = None
+        self._charge = (state.global_step, cost, fraction)
         self._commit_if_complete(state, control)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -95,12 +129,20 @@ class LedgerCallback(TrainerCallback):
         if self._charge is not None and self._logs is not None and self._logs[0] == self._charge[0]:
             self._commit(state, control, self._logs[1])
 
+    def _restore_rates(self) -> None:
+        if self._rates is not None:
+            optimizer, rates = self._rates
+            for group, lr in zip(optimizer.param_groups, rates):
+                group["lr"] = lr
+            self._rates = None
+
     def _commit(self, state, control, logs: dict) -> None:
-        flops, samples, extras = self._charge[1]
+        (flops, samples, extras), fraction = self._charge[1], self._charge[2]
         self._charge, self._logs = None, None
         fields = {**extras, **(self.metrics(logs) if logs else {})}
         reward_mean, reward_std = fields.pop("reward_mean", None), fields.pop("reward_std", None)
-        self.ledger.step(flops, samples, reward_mean, reward_std, executed_flops=fields.pop("executed_flops", None), **fields)
+        self.ledger.step(flops, samples, reward_mean, reward_std, executed_flops=fields.pop("executed_flops", None),
+                         fraction=fraction, **fields)
         check_ranks_agree(self.ledger)
         if self.ledger.exhausted:
             control.should_training_stop = True

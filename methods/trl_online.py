@@ -33,7 +33,8 @@ family and methods/rloo.py's RLOO are built on it; a plugin is built the same wa
   schedule against torch's FlopCounterMode over 3 steps.
 - `TRLOnlineMethod.train`: the harness's side of every such trainer: prompts through `policy.format` (chat
   templates as at evaluation, TRL's prompt ids equal evaluation's: methods/trl_prompts.py), the ledger callback
-  (stops at the first step boundary where the ledger is spent; `max_steps` is only a safety cap), a budget below
+  (stops at the step boundary where the ledger is spent, the last step charged pro rata at the learning rate
+  x f: harness/core/budget.py, methods/trl_ledger.py; `max_steps` is only a safety cap), a budget below
   one step refused before training, checkpoint/resume through TRL's `resume_from_checkpoint` with the ledger's
   state beside each checkpoint (methods/trl_ledger.py), the reference model rebuilt by TRL from a copy of the
   initial weights (run_dir/init_model), the fp32 master (the policy trains fp32 weights, autocast in the model's

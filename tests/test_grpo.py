@@ -86,6 +86,8 @@ def test_tiny_budget_stops_after_exactly_one_step(two_steps, tmp_path, policy, t
     _, _, ledger, rows, summary = run(tmp_path, policy, task, ledger=Ledger(limit=0.9 * first_step))
     assert summary["steps"] == ledger.steps == len(rows) == 1
     assert ledger.exhausted and ledger.samples == BATCH
+    # the stop rule (harness/core/budget.py): the step is charged pro rata, 0.9 of it, to the FLOP
+    assert ledger.flops == ledger.limit and ledger.last_step_fraction == pytest.approx(0.9)
 
 
 def test_budget_below_one_step_fails_before_training(tmp_path, policy, task):

@@ -53,6 +53,9 @@ def test_harness_grpo_equals_plain_trl_on_the_zoo(tmp_path, tiny_policy, toy_tas
 
     policy = Policy(AutoModelForCausalLM.from_pretrained(model_dir), start.tokenizer, str(model_dir))
     run_dir = tmp_path / "harness"
+    # A budget never reached (max_steps stops both runs): every step is whole. A budget ending mid-step would
+    # run the harness's last step at the learning rate x f (the stop rule, harness/core/budget.py), which a
+    # plain TRL script does not do, so its last weights would differ by construction (tests/test_stop_rule.py).
     ledger = Ledger(limit=1e18)
     ledger.listeners = make_ledger(ledger.kind, ledger.limit, run_dir, progress=False).listeners
     GRPO(**HP, max_steps=STEPS, seed=SEED, checkpoint_every=0).train(policy, task, ledger, run_dir)

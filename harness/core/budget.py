@@ -5,9 +5,20 @@ harness/core/flops.py), "samples" (the ES paper's protocol: number of completion
 "updates" (NOTE-076's protocol: a number of updates, one per ledger step: an ES iteration, a GRPO
 optimizer step, a PPO update; each method's facts.update_unit). Whatever the kind, the ledger records FLOPs and
 samples, so the tables show what each method spent under an updates budget too.
-A method asks `ledger.exhausted` at each step boundary and stops at the first boundary at or
-past the limit, so every run overshoots by at most one step (an updates budget: none); the
-record stores what was spent.
+The stop rule, the same for every method: the last step is charged pro rata. A method asks
+`ledger.exhausted` at each step boundary and stops once it is true. Once a step's cost is known (after its
+generation, before its update), `ledger.fraction_of(flops, samples)` gives the share f of it the budget has
+left: 1 when the whole step fits, else f = (limit - spent) / the step's cost in the budget's unit (0 < f < 1).
+The method applies that step's update scaled by f (ES: alpha x f; TRL trainers: the learning rate x f for the
+step's optimizer steps) and charges it with `ledger.step(..., fraction=f)`, which charges f x its FLOPs (and,
+under a samples budget, the samples left: f x its samples, a whole number when the limit is one; samples stay
+an int, rounded up otherwise; under a FLOPs budget the samples column counts every completion scored) and lands
+the total exactly on the limit. So every run spends its budget to the FLOP, and runs that differ in step size
+stop at the same point. What really ran stays visible: `executed_flops` counts the whole last step, and
+`last_step_fraction` (ledger state, checkpoints, the step's `charged_fraction` extra) stores f. Under an updates
+budget the limit is a whole number of steps and f is always 1. A method that does not scale its last step passes
+no fraction and is charged the whole step (the run then overshoots by part of a step); every shipped method
+scales it.
 
 Every method calls `ledger.step(...)` once per step and nothing else: it charges the cost,
 appends a `StepStats` to `ledger.history` and hands it to every listener in `ledger.listeners`
@@ -24,6 +35,7 @@ none of whose steps reported it.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -144,6 +156,7 @@ class Ledger:
     wall_s: float = 0.0
     history: list[StepStats] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)
+    last_step_fraction: float = 1.0  # the share f of the last step charged (module docstring; 1: a whole step)
     listeners: list[Any] = field(default_factory=list, repr=False)
     report_to: str = "none"
     _clock: float | None = field(default=None, repr=False)
@@ -160,19 +173,50 @@ class Ledger:
         """Start timing training (methods call it once setup is done, so loading is not train time)."""
         self._clock = time.perf_counter()
 
+    def fraction_of(self, flops: float, samples: int) -> float:
+        """The share f of a step costing `flops` and `samples` that the budget has left (the module docstring's
+        stop rule): 1 when the whole step fits (always under an updates budget), else (limit - spent) / its cost.
+
+        Raises:
+            ValueError: the budget is already spent (a method must not start a step once `exhausted`).
+        """
+        if self.kind == "updates":
+            return 1.0
+        cost = float(flops) if self.kind == "flops" else float(samples)
+        left = self.limit - self.spent
+        if cost <= left + self._rounding:
+            return 1.0
+        if left <= 0:
+            raise ValueError(f"a step was started with the budget spent ({self.spent:.6g} of {self.limit:.6g} "
+                             f"{self.kind}); a method stops once ledger.exhausted")
+        return left / cost
+
     def step(self, flops: float, samples: int, reward_mean: float | None = None, reward_std: float | None = None,
-             executed_flops: float | None = None, **extras) -> StepStats:
+             executed_flops: float | None = None, fraction: float = 1.0, **extras) -> StepStats:
         """Charge one step (FLOPs from real token counts, completions scored), record and broadcast it.
 
         `executed_flops`: the FLOPs the step really ran, padding included (see the module docstring);
-        None when the method cannot tell.
+        None when the method cannot tell. `fraction`: the share f of the step whose update was applied, as
+        `fraction_of` gave it (f < 1 only for the step that spends the budget); the step is charged f of its
+        cost and the total lands on the limit; its executed FLOPs are counted whole.
         """
+        if fraction != 1.0:
+            fits = self.fraction_of(flops, samples)
+            if not (0 < fraction < 1 and abs(fraction - fits) <= 1e-9):
+                raise ValueError(f"ledger.step(fraction={fraction!r}) but the budget has {fits!r} of this step left; "
+                                 "pass the fraction ledger.fraction_of(flops, samples) gave, or none")
         now = time.perf_counter()
         self.wall_s += now - (self._clock if self._clock is not None else now)
-        self.flops += float(flops)
         if executed_flops is not None:
             self.executed_flops = (self.executed_flops or 0.0) + float(executed_flops)
-        self.samples += int(samples)
+        if fraction == 1.0:
+            self.flops += float(flops)
+            self.samples += int(samples)
+        else:  # the last step: charged pro rata, the budget's own total lands exactly on the limit
+            self.flops = self.limit if self.kind == "flops" else self.flops + fraction * float(flops)
+            self.samples = math.ceil(self.limit) if self.kind == "samples" else self.samples + int(samples)
+            extras = {**extras, "charged_fraction": fraction}
+        self.last_step_fraction = float(fraction)
         self.steps += 1
         stats = StepStats(self.steps, self.flops, self.samples, _num(reward_mean), _num(reward_std),
                           self.wall_s, extras)
@@ -193,8 +237,14 @@ class Ledger:
         return {"flops": self.flops, "samples": float(self.samples), "updates": float(self.steps)}[self.kind]
 
     @property
+    def _rounding(self) -> float:
+        """FLOPs totals are float sums: a total within this of the limit has spent it (an exact-fit budget,
+        summed in another order, must not leave a sliver that buys a step of f ~ 1e-16); counts are exact."""
+        return 1e-12 * self.limit if self.kind == "flops" else 0.0
+
+    @property
     def exhausted(self) -> bool:
-        return self.spent >= self.limit
+        return self.spent >= self.limit - self._rounding
 
     @property
     def fraction(self) -> float:
@@ -217,7 +267,8 @@ class Ledger:
         """Everything a resumed run needs to continue the same totals and logs (JSON-serialisable)."""
         return {"kind": self.kind, "limit": self.limit, "flops": self.flops, "executed_flops": self.executed_flops,
                 "samples": self.samples,
-                "steps": self.steps, "wall_s": self.wall_s, "history": [s.to_dict() for s in self.history],
+                "steps": self.steps, "wall_s": self.wall_s, "last_step_fraction": self.last_step_fraction,
+                "history": [s.to_dict() for s in self.history],
                 "evals": list(self.evals)}
 
     def load_state_dict(self, state: dict) -> None:
@@ -227,6 +278,7 @@ class Ledger:
                               "resume with the same budget.kind or use a fresh run_dir")
         self.flops, self.samples, self.steps = float(state["flops"]), int(state["samples"]), int(state["steps"])
         self.wall_s = float(state.get("wall_s", 0.0))
+        self.last_step_fraction = float(state.get("last_step_fraction", 1.0))  # absent before the pro-rata rule
         executed = state.get("executed_flops")  # absent in checkpoints written before the column existed
         self.executed_flops = None if executed is None else float(executed)
         self.history = [StepStats(**s) for s in state["history"]]

@@ -16,7 +16,9 @@ Departures from the paper's reference code (all deliberate):
   its weight is rounded away: with alpha=5e-4 most updates would vanish).
 - Reward is the task's reward on the completion only, never prompt+completion.
 - Stopping: the compute ledger (FLOPs or samples) stops training at an iteration boundary;
-  `max_iterations` (the paper's 500) is only an upper bound.
+  `max_iterations` (the paper's 500) is only an upper bound. The iteration that spends the budget is charged
+  pro rata (harness/core/budget.py): its update is applied with step size alpha x f, f = the share of its cost
+  the budget had left (known once its members are scored, before the update), and f x its FLOPs are charged.
 - Prompt batch: as in the paper, every iteration scores the same first `prompts_per_iteration`
   train rows (the paper's whole 200-prompt train split). `fixed_batch: false` instead resamples
   the batch each iteration from the train split with a seeded RNG (not in the paper).
@@ -213,13 +215,17 @@ class ES(ConfiguredMethod):
         for m in scored:  # summed in member order, whatever the number of workers
             flops += m.flops
             executed = None if executed is None or m.executed_flops is None else executed + m.executed_flops
+        samples = c.population * len(idx)
+        # the stop rule (harness/core/budget.py): the iteration that spends the budget steps alpha x f
+        fraction = ledger.fraction_of(flops, samples)
         a = time.perf_counter()
         z = normalize(fitness, c.normalize)
         if z is None:  # every member scored the same: no signal, no update
             norms, sums = [0.0] * k, pool.checksum()
         else:
             terms, coefs = update_terms(seeds, signs, z)
-            res = pool.update(terms, coefs, c.alpha, len(seeds), f"updating at iteration {it + 1}")
+            alpha = c.alpha if fraction == 1.0 else c.alpha * fraction  # whole steps: bit-identical to before
+            res = pool.update(terms, coefs, alpha, len(seeds), f"updating at iteration {it + 1}")
             norms, sums = [r[0] for r in res], [r[1] for r in res]
         checksum = self._agree(sums, it + 1)
         t_update = time.perf_counter() - a
@@ -227,8 +233,8 @@ class ES(ConfiguredMethod):
         extra = {"numerics": numerics} if numerics is not None else {}
         t = {key: sum(m.t[key] for m in scored) for key in ("generate", "reward", "perturb_restore")}
         # the ledger's listeners (periodic evaluation) see the updated, unperturbed weights
-        return ledger.step(flops, c.population * len(idx), statistics.fmean(rewards), statistics.pstdev(rewards),
-                           executed_flops=executed,
+        return ledger.step(flops, samples, statistics.fmean(rewards), statistics.pstdev(rewards),
+                           executed_flops=executed, fraction=fraction,
                            iteration=it + 1, reward_max=max(rewards), reward_min=min(rewards), update_norm=norms[0],
                            skipped=z is None, sigma=c.sigma, alpha=c.alpha, step_s=time.perf_counter() - t0,
                            **{f"time_{key}_s": v for key, v in t.items()}, time_update_s=t_update,
