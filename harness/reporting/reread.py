@@ -36,7 +36,7 @@ UNCORRECTED = ("uncorrected: per-prompt outcomes not committed and this row has 
                "before Benjamini-Hochberg, as: {was})")
 PREFACE = ("**Provenance.** Per-prompt outcomes are not committed for this folder (its records predate "
            f"{OUTCOMES}). {{seeds}} Prompt-level rows are as the records gave them when the experiment ran and "
-           "cannot be recomputed from this folder{{uncorrected}}.")
+           "cannot be recomputed from this folder{uncorrected}.")
 SEEDS = ("Seed-level rows, the tests of every comparison with two or more seeds a side, are recomputed from "
          "`runs.csv` by `python -m harness.reporting.reread {folder}`.")
 ONE_SEED_ONLY = ("No comparison here has two seeds a side: every test is prompt-level and, with one seed, speaks to "
