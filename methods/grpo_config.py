@@ -143,26 +143,41 @@ def grpo_memory(c, shape, tokens: int, *, dtype: str, engine: dict, gpu_gb: floa
                 headroom: float, prompt_tokens: int, **_) -> tuple[dict[str, float], int, str | None]:
     """GRPO's bytes per part on one GPU (GRPO.facts.memory; harness/runner/pricing.py's module docstring).
 
-    engine=hf: the trainer's states (memory_parts.trainer_states: a reference when beta > 0) + KV cache at
-    prompts_per_step x num_generations, on the smallest FSDP count that fits. engine=vllm: the trainer beside
+    engine=hf: the trainer at its micro-batch's peak (gpu_memory.trainer_resident: fp32 master, AdamW, an fp32
+    reference when beta > 0, autocast's weight copies, activations, logits, gradients) + the KV cache of its share
+    of prompts_per_step x num_generations, on the smallest FSDP count that fits. engine=vllm: the trainer beside
     its colocated engine (gpu_memory.grpo_vllm_plan, what GRPO.memory_plan requests), the smallest GPU count
     (FSDP beyond one) whose plan fits; LoRA is never sharded (check_fsdp), so one GPU or none.
     `c`: GRPOMethodConfig's settings as the planner reads them (harness/core/method_facts.py configure).
     """
     lora, beta = check_peft(c.peft, c.lora), float(c.beta)
     batch = int(c.prompts_per_step) * int(c.num_generations)
+    b = memory_parts.gm.dtype_bytes(dtype)
+    prompt_tokens = min(int(prompt_tokens), tokens - 1)  # a run's tokens include its prompt's
     if engine.get("name") != "vllm":
-        mem = memory_parts.trainer_states(shape, lora, reference=beta > 0, reference_bytes=4.0)
-        mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, batch, tokens, 2)
-        return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+        gm = memory_parts.gm
+        counts = gm.model_counts(shape)
+        lora_params = memory_parts.lora_param_count(shape, lora.r, lora.target_modules) if lora else 0
+
+        def parts_for(n: int) -> dict | None:
+            if batch % (int(c.gradient_accumulation_steps) * n):
+                return None  # the step's batch does not split over n ranks: _trl_args refuses that launch
+            micro, steps = micro_batches(c, shape, n, prompt_tokens, tokens - prompt_tokens, b)
+            parts = gm.trainer_resident(shape, counts, param_bytes=b if lora else 4,
+                                        reference_bytes=4 if beta > 0 and not lora else 0, sequences=micro,
+                                        tokens=tokens, completion_tokens=tokens - prompt_tokens,
+                                        activation_dtype_bytes=b, checkpointing=bool(c.gradient_checkpointing),
+                                        shards=n, lora_params=lora_params, micro_batches=steps)
+            return {**parts, "kv_cache": gm.kv_cache_bytes(shape, batch // n, tokens, b)}
+        return memory_parts.trainer_on_gpus(parts_for, gpu_gb, headroom, "method=grpo engine=hf",
+                                            1 if lora else 64)
     from harness.core.gpu_memory import grpo_vllm_plan
     lora_params = memory_parts.lora_param_count(shape, lora.r, lora.target_modules) if lora else 0
     first = None
     for n in range(1, 65):
         if batch % (int(c.gradient_accumulation_steps) * n):
             continue  # the step's batch does not split over n ranks: _trl_args refuses that launch
-        micro, steps = micro_batches(c, shape, n, prompt_tokens, tokens - prompt_tokens,
-                                     memory_parts.gm.dtype_bytes(dtype))  # what _trl_args gives TRL on n ranks
+        micro, steps = micro_batches(c, shape, n, prompt_tokens, tokens - prompt_tokens, b)  # _trl_args on n ranks
         plan = grpo_vllm_plan(shape, dtype, int(gpu_gb * memory_parts.GB), engine,
                               sequences=micro, steps_per_generation=steps,
                               prompt_tokens=prompt_tokens, completion_tokens=tokens - prompt_tokens, beta=beta,

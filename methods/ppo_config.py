@@ -70,16 +70,46 @@ class PPOMethodConfig:
 
 
 # ---- what PPO says about itself (PPO.facts), priced without torch ----
-def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, **_
-               ) -> tuple[dict[str, float], int, str | None]:
-    """PPO's bytes per part on one GPU (PPO.facts.memory): the trainer's states with a bf16 reference
-    (memory_parts.trainer_states), a value model at 16 bytes/param (no vocab head, a 1-output head) and
-    the KV cache at rollout_batch_size sequences, on the smallest FSDP count that fits. `c`: PPOMethodConfig's
-    settings as the planner reads them (harness/core/method_facts.py configure)."""
-    mem = memory_parts.trainer_states(shape, check_peft(c.peft, c.lora), reference=True)
-    mem["value_model"] = 16.0 * (memory_parts.gm.model_counts(shape).params - head_params(shape) + shape.hidden_size)
-    mem["kv_cache"] = memory_parts.kv_cache_bytes(shape, int(c.rollout_batch_size), tokens, 2)
-    return mem, memory_parts.gpus_needed(sum(mem.values()), gpu_gb, headroom), None
+def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: str = "bfloat16",
+               prompt_tokens: int | None = None, **_) -> tuple[dict[str, float], int, str | None]:
+    """PPO's bytes per part on one GPU (PPO.facts.memory), on the smallest FSDP count that fits: the policy at
+    its micro-batch's peak (gpu_memory.trainer_resident: fp32 master, AdamW, a reference in the model's dtype,
+    autocast's weight copies, activations, every position's logits, gradients), the value model (fp32, 16
+    bytes/param: no vocab head, a 1-output head) with its own activations and weight copies, and the KV cache at
+    rollout_batch_size sequences. A micro-batch is method.train_micro_batch sequences, or the rank's minibatch;
+    `prompt_tokens` None counts every token as a response token (the load-time check knows only the total).
+    `c`: PPOMethodConfig's settings as the planner reads them (harness/core/method_facts.py configure)."""
+    gm, tm = memory_parts.gm, memory_parts.gm.tm
+    lora = check_peft(c.peft, c.lora)
+    b = gm.dtype_bytes(dtype)
+    counts = gm.model_counts(shape)
+    lora_params = memory_parts.lora_param_count(shape, lora.r, lora.target_modules) if lora else 0
+    value_params = counts.params - head_params(shape) + shape.hidden_size
+    response = tokens - min(int(prompt_tokens), tokens - 1) if prompt_tokens is not None else tokens
+    precision = tm.precision_of(4, b)  # the value model trains an fp32 master under autocast too
+
+    def parts_for(n: int, micro_batch: int | None = c.train_micro_batch) -> dict | None:
+        local = int(c.prompts_per_step) // int(c.num_mini_batches)
+        if local % n:
+            return None  # methods/ppo.py refuses a minibatch that does not split over the ranks
+        micro = min(int(micro_batch or local // n), local // n)
+        parts = gm.trainer_resident(shape, counts, param_bytes=b if lora else 4, reference_bytes=b, sequences=micro,
+                                    tokens=tokens, completion_tokens=response, activation_dtype_bytes=b,
+                                    shards=n, lora_params=lora_params, all_positions=True,
+                                    micro_batches=local // n // micro)
+        cache = 2 * (tm.matmul_params(shape) - shape.vocab_size * shape.hidden_size) if precision.autocast else 0
+        parts["value_model"] = (16 * value_params + cache) // n + tm.activation_bytes(shape, micro, tokens, precision)
+        parts["kv_cache"] = gm.kv_cache_bytes(shape, int(c.rollout_batch_size), tokens, b)
+        return parts
+    parts, gpus, note = memory_parts.trainer_on_gpus(parts_for, gpu_gb, headroom, "method=ppo", 1 if lora else 64)
+    if gpus != 1 and not c.train_micro_batch and int(c.num_mini_batches) == 1:
+        # the whole minibatch in one forward is what the activations outgrow: name the micro-batch that fits one GPU
+        fits = [k for k in range(1, int(c.prompts_per_step)) if int(c.prompts_per_step) % k == 0
+                and sum(parts_for(1, k).values()) <= headroom * gpu_gb * memory_parts.GB]
+        if fits:
+            note = ((note + "; ") if note else "") + (f"method.train_micro_batch={max(fits)} (gradients accumulated, the same "
+                                                      "update) fits one GPU")
+    return parts, gpus, note
 
 
 # PPO.facts (methods/ppo.py), read here by the planner and the budget check (harness/core/method_facts.py)

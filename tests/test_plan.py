@@ -8,6 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import Qwen2Config
 
+from harness.core import train_memory as tm
 from harness.core.flops import generation_flops
 from harness.core.model_shapes import ShapeError, generation_budget, load_shape
 from harness.runner.pricing import (GPUS, PricingError, gpus_needed, kv_cache_bytes, lora_param_count, method_memory, options,
@@ -29,8 +30,11 @@ def test_memory_by_hand():
     kv = 2 * 4 * 2 * 32 * 2 * 64 * 100  # K and V x layers x kv heads x head dim x bf16 x sequences x tokens
     assert kv_cache_bytes(cfg, 64, 100) == kv
     grpo = OmegaConf.create({"_target_": "methods.grpo.GRPO", "beta": 1e-3, "prompts_per_step": 8, "num_generations": 8})
-    mem = method_memory(grpo, cfg, tokens=100, eval_batch=1)
-    assert sum(mem.values()) == 16 * P + 4 * P + kv  # 16 B/param + fp32 reference (methods/grpo.py) + KV
+    mem = method_memory(grpo, cfg, tokens=100, eval_batch=1, prompt_tokens=40)
+    # the fp32 master and AdamW (12 B/param), an fp32 reference (methods/grpo.py), one micro-batch at its peak
+    # (harness/core/train_memory.py: all 64 sequences fit 8 GiB of activations here, one micro-batch per step) + KV
+    micro = tm.micro_batch_parts(cfg, P, precision=tm.FP32_MASTER, sequences=64, tokens=100, completion_tokens=60)
+    assert mem == {"weights": 4 * P, "adamw": 8 * P, "reference": 4 * P, **micro, "kv_cache": kv}
     grpo.beta = 0.0
     assert "reference" not in method_memory(grpo, cfg, tokens=100, eval_batch=1)
     es = OmegaConf.create({"_target_": "methods.es.ES", "generation_batch_size": 64})
@@ -42,7 +46,13 @@ def test_memory_by_hand():
                       "kv_cache": kv}
     ppo = OmegaConf.create({"_target_": "methods.ppo.PPO", "rollout_batch_size": 64})
     value = 16 * (P - 12800 + 128)  # the value model: no vocab head, a 1-output head
-    assert sum(method_memory(ppo, cfg, tokens=100, eval_batch=1).values()) == 16 * P + 2 * P + value + kv
+    mem = method_memory(ppo, cfg, tokens=100, eval_batch=1, prompt_tokens=40)
+    policy = tm.micro_batch_parts(cfg, P, precision=tm.FP32_MASTER, sequences=64, tokens=100, completion_tokens=60,
+                                  all_positions=True)  # the whole minibatch (train_micro_batch null), all positions
+    value_acts = tm.activation_bytes(cfg, 64, 100, tm.FP32_MASTER)
+    value_cache = 2 * (tm.matmul_params(cfg) - 12800)
+    assert mem == {"weights": 4 * P, "adamw": 8 * P, "reference": 2 * P, **policy,
+                   "value_model": value + value_cache + value_acts, "kv_cache": kv}
 
 
 def test_lora_memory_and_bad_target():
@@ -116,8 +126,9 @@ def meta_policy(shape):
 
 # per model: (gpu_memory_utilization, vLLM's bytes, the ES master's bytes) of ES on one 80 GB GPU, engine=vllm
 # (the driver's HF copy waits on the CPU: harness/core/policy.py driver_place)
-ES_EXPECTED = {"1.5b": (0.85, 68_000_000_000, 6_174_857_216), "7b": (0.4967, 39_736_000_000, 30_462_466_048),
-               "8b": (0.4799, 38_392_000_000, 32_121_044_992)}
+# (the ES share keeps gpu_memory.es_margin free: 1.5 GiB of 80 GB)
+ES_EXPECTED = {"1.5b": (0.8425, 67_400_000_000, 6_174_857_216), "7b": (0.4766, 38_128_000_000, 30_462_466_048),
+               "8b": (0.4598, 36_784_000_000, 32_121_044_992)}
 
 
 @pytest.mark.parametrize("size", ["1.5b", "7b", "8b"])
@@ -148,7 +159,7 @@ def test_es_on_vllm_planner_equals_what_the_worker_requests(size, monkeypatch):
     two = {**engine, "engines_per_gpu": 2}
     planned2, gpus2, note = memory_plan(es, shape, 1174, 64, dtype="bfloat16", engine=two, gpu_gb=80.0)
     if size == "1.5b":
-        assert gpus2 == 1 and planned2["vllm"] == 2 * math.ceil(H100 * 0.3627)
+        assert gpus2 == 1 and planned2["vllm"] == 2 * math.ceil(H100 * 0.3526)
     else:
         assert gpus2 == 0 and "does not fit one GPU: it needs" in note and "\n" not in note
         with pytest.raises(base.EngineError, match=r"needs [\d,]+ bytes .* the device has 80,000,000,000 .*pinned"):

@@ -15,10 +15,11 @@ device must therefore fit in the remaining (1 - u) x total:
                      tensor) and es_core.master_checksum's int64 temporaries (3 x 8 B x a chunk)
   ES on HF (engine=hf, in place): model weights + the same master, one buffer, the same transient
   GRPO colocated with vLLM (TRL 1.12 vllm_mode=colocate: vLLM runs inside the trainer's process),
-  per process: weights, gradients, AdamW's two states (fp32: methods/grpo.py trains an fp32 copy under
-      autocast, divided over the shards under FSDP), a reference model in fp32 (beta > 0; methods/grpo.py loads
-      it in the policy's precision so the KL is 0 before the first update), and
-      an activation estimate for one micro-batch (below)
+  per process: the trainer's fp32 master (weights and AdamW's two states at 4 B/param, divided over the
+      shards under FSDP), a reference model in fp32 (beta > 0; methods/grpo.py loads it in the policy's
+      precision so the KL is 0 before the first update), and one micro-batch's peak: autocast's bf16 weight
+      copies, activations, logits and their gradient buffers, gradients (harness/core/train_memory.py, term
+      by term, calibrated on CPU: results/bench/train_memory.json)
   the driver's HF copy of the policy when it sits on the same device: GRPO and PPO train it there; ES on
       engines and evaluation-only runs on vLLM keep it on the CPU (harness/core/policy.py driver_place), and
       evaluation with eval.kl_to_base brings it and the reference beside the engine
@@ -35,17 +36,18 @@ the budget is KV cache. `plan_engine` gives each engine
 and the plan `fits` when u x total covers that minimum. A plan that does not fit fails at load in one
 line (`EnginePlan.error`) with the bytes needed and available.
 
-Activations of a training micro-batch (an estimate; no GPU has measured it): per token and layer,
-dtype x (4h + 2kv + 4i) + 8h bytes (the two RMSNorm outputs, q and the attention output at h each, k
-and v at kv each, the gated MLP's gate, up, act(gate) and product at i each, the norms' fp32 inputs;
-SDPA keeps no score matrix), plus 3 x vocab x dtype per completion token (TRL's logits, their
-temperature-scaled copy and the log-softmax). Gradient checkpointing keeps one h-wide input per
-layer and recomputes one layer at a time. The runtime allowance of an engine is likewise an estimate.
+The ES share keeps a margin (`es_margin`: the larger of 1.5 GiB and 2% of the device) outside the engines:
+the 7B master measured 0.13 GiB above this model on an H200 (results/bench/gpu_check_quick_h200.json mem7b),
+and at 7B on an 80 GB H100 the share otherwise left 0.01 GiB. A trainer's micro-batch is harness/core/
+train_memory.py's model (it reproduces the H200's measured GRPO peak of the trainer before the fp32 master:
+tests/test_train_memory.py). The runtime allowance of an engine is an estimate.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from harness.core import train_memory as tm
 
 GiB = 1 << 30
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
@@ -134,50 +136,56 @@ def es_hf_resident(counts: ModelCounts, dtype_bytes_: int, numerics: str = "exac
 
 
 def activation_bytes(shape, sequences: int, tokens: int, completion_tokens: int, dtype_bytes_: int,
-                     checkpointing: bool = False) -> int:
-    """Estimated activations kept for the backward of one micro-batch (see the module docstring)."""
-    d, i, _, q, kv = _dims(shape)
-    L = int(shape.num_hidden_layers)
-    per_layer = dtype_bytes_ * (2 * d + q + d + 2 * kv + 4 * i) + 8 * d  # per token
-    body = (L * d * dtype_bytes_ + per_layer) if checkpointing else L * per_layer
-    logits = 3 * int(shape.vocab_size) * dtype_bytes_ * completion_tokens
-    return sequences * (tokens * body + logits)
+                     checkpointing: bool = False, param_bytes: int = 4) -> int:
+    """What one micro-batch's backward reads in proportion to its sequences: the layers' activations and the
+    logits with their gradient buffers (harness/core/train_memory.py), for a trainer keeping `param_bytes` per
+    parameter (4: the fp32 master) and computing at `dtype_bytes_` (2: bf16 autocast)."""
+    precision = tm.precision_of(param_bytes, dtype_bytes_)
+    return (tm.activation_bytes(shape, sequences, tokens, precision, checkpointing)
+            + tm.logit_bytes(shape, sequences, tokens, completion_tokens, precision))
 
 
-MICRO_BATCH_ACTIVATIONS = 8 * GiB  # methods/grpo.py micro_batch_size=null: the most activations one micro-batch keeps
+# methods/grpo.py micro_batch_size=null: the most activations and logits (activation_bytes) one micro-batch keeps;
+# the plan then prices the micro-batch whole (trainer_resident) and refuses one that does not fit
+MICRO_BATCH_ACTIVATIONS = 8 * GiB
 
 
 def grpo_micro_batch(shape, sequences: int, tokens: int, completion_tokens: int, dtype_bytes_: int,
-                     checkpointing: bool = False, cap: int | None = None) -> int:
+                     checkpointing: bool = False, cap: int | None = None, param_bytes: int = 4) -> int:
     """The largest divisor of `sequences` (one rank's share of a step, per gradient accumulation step) that is
-    at most `cap`, or (cap None) whose estimated activations (activation_bytes) fit MICRO_BATCH_ACTIVATIONS;
-    at least 1. The estimate is low (a GRPO step of 64 x 256 tokens at 1.5B on an H200 peaked 16.6 GiB above
-    the plan: docs/gpus.md), so the default leaves room."""
+    at most `cap`, or (cap None) whose activations and logits (activation_bytes) fit MICRO_BATCH_ACTIVATIONS;
+    at least 1."""
     sequences = max(1, int(sequences))
     if cap is None:
-        one = activation_bytes(shape, 1, tokens, completion_tokens, dtype_bytes_, checkpointing)
+        one = activation_bytes(shape, 1, tokens, completion_tokens, dtype_bytes_, checkpointing, param_bytes)
         cap = max(1, MICRO_BATCH_ACTIVATIONS // max(1, one))
     return max(d for d in range(1, sequences + 1) if sequences % d == 0 and d <= cap)
 
 
 def trainer_resident(shape, counts: ModelCounts, *, param_bytes: int, reference_bytes: int, sequences: int,
                      tokens: int, completion_tokens: int, activation_dtype_bytes: int,
-                     checkpointing: bool = False, shards: int = 1, lora_params: int = 0) -> dict[str, int]:
-    """A GRPO trainer's memory in one process: full training keeps weights, gradients and AdamW's two
-    states at `param_bytes` each (divided over `shards` FSDP ranks); LoRA keeps the frozen weights and
-    16 B per adapter parameter (fp32 adapter, gradient, AdamW). `reference_bytes` per parameter (0: no
-    reference model; with LoRA the reference is the base with its adapters off). Activations: one
-    micro-batch of `sequences` x `tokens` (activation_bytes)."""
+                     checkpointing: bool = False, shards: int = 1, lora_params: int = 0,
+                     all_positions: bool = False, micro_batches: int = 1) -> dict[str, int]:
+    """A policy-gradient trainer's peak in one process, by part: full training keeps weights and AdamW's two
+    states at `param_bytes` each (divided over `shards` FSDP ranks); LoRA keeps the frozen weights and 16 B per
+    adapter parameter (fp32 adapter, gradient, AdamW). `reference_bytes` per parameter (0: no reference model;
+    with LoRA the reference is the base with its adapters off). Then one micro-batch of `sequences` x `tokens`
+    at its peak (harness/core/train_memory.py micro_batch_parts: autocast_cache, activations, logits, grads;
+    `all_positions`: PPO's logits of every position; `micro_batches` per optimizer step: above 1 the gradients
+    accumulate through every micro-batch's forward)."""
     P = counts.params
-    if lora_params:
+    if lora_params:  # a frozen base in its own dtype computes in it: no autocast copies, no base gradients
         out = {"weights": param_bytes * P, "lora_states": 16 * lora_params}
+        precision = tm.precision_of(param_bytes, activation_dtype_bytes)
     else:
-        out = {"weights": param_bytes * P // shards, "grads": param_bytes * P // shards,
-               "adamw": 2 * param_bytes * P // shards}
+        out = {"weights": param_bytes * P // shards, "adamw": 2 * param_bytes * P // shards}
         if reference_bytes:
             out["reference"] = reference_bytes * P // shards
-    out["activations"] = activation_bytes(shape, sequences, tokens, completion_tokens, activation_dtype_bytes,
-                                          checkpointing)
+        precision = tm.precision_of(param_bytes, activation_dtype_bytes)
+    out.update(tm.micro_batch_parts(shape, P, precision=precision, sequences=sequences, tokens=tokens,
+                                    completion_tokens=completion_tokens, checkpointing=checkpointing,
+                                    shards=shards, trained=not lora_params, all_positions=all_positions,
+                                    accumulating=micro_batches > 1))
     return out
 
 
@@ -207,6 +215,7 @@ class EnginePlan:
         per_gpu: bytes kept once on the device outside the budgets (a colocated trainer, the driver's copy).
         wanted_kv: the KV cache the configured batch would fill (less only queues sequences: slower).
         what: the run, in words, for the error line.
+        margin: bytes left free on the device for the error of the parts' estimates (es_margin).
     """
 
     total: int
@@ -217,11 +226,14 @@ class EnginePlan:
     per_gpu: dict = field(default_factory=dict)
     wanted_kv: int = 0
     what: str = "engine=vllm"
+    margin: int = 0
 
     @property
     def outside(self) -> int:
-        """Bytes outside every engine's budget: per-GPU parts, and per engine its parts and a process reserve."""
-        return sum(self.per_gpu.values()) + self.engines * (sum(self.per_engine.values()) + PROCESS_RESERVE)
+        """Bytes outside every engine's budget: per-GPU parts and the margin, and per engine its parts and a
+        process reserve."""
+        return (sum(self.per_gpu.values()) + self.margin
+                + self.engines * (sum(self.per_engine.values()) + PROCESS_RESERVE))
 
     @property
     def utilization(self) -> float:
@@ -254,6 +266,8 @@ class EnginePlan:
         for k, v in self.per_engine.items():
             out[k] = out.get(k, 0) + self.engines * v
         out["process_reserve"] = out.get("process_reserve", 0) + self.engines * PROCESS_RESERVE
+        if self.margin:
+            out["margin"] = self.margin
         out["vllm"] = self.engines * self.engine_bytes
         return out
 
@@ -265,7 +279,8 @@ class EnginePlan:
         line = (f"{self.what} does not fit one GPU: it needs {self.needed:,} bytes ({self.needed / GiB:.1f} GiB) but "
                 f"the device has {self.total:,} ({self.total / GiB:.1f} GiB); {each}: vLLM's minimum "
                 f"{gib(self.floor)} GiB, beside it {gib({**self.per_engine, 'process_reserve': PROCESS_RESERVE})} GiB"
-                + (f"; once on the device: {gib(self.per_gpu)} GiB" if self.per_gpu else ""))
+                + (f"; once on the device: {gib(self.per_gpu)} GiB" if self.per_gpu else "")
+                + (f"; a margin of {self.margin / GiB:.1f} GiB" if self.margin else ""))
         hints = []
         if self.engines > 1:
             hints.append("lower engine.engines_per_gpu")
@@ -289,12 +304,20 @@ class EnginePlan:
         return None
 
 
+def es_margin(total: int) -> int:
+    """What ES's share leaves free on a device of `total` bytes: the larger of 1.5 GiB and 2% of it."""
+    return max(3 * GiB // 2, math.ceil(0.02 * total))
+
+
 def plan_engine(total: int, *, engines: int = 1, cap: float = 0.85, floor: dict | None = None,
                 per_engine: dict | None = None, per_gpu: dict | None = None, wanted_kv: int = 0,
                 what: str = "engine=vllm") -> EnginePlan:
-    """The EnginePlan of one device of `total` bytes (see EnginePlan)."""
-    return EnginePlan(int(total), int(engines), float(cap), dict(floor or {}), dict(per_engine or {}),
-                      dict(per_gpu or {}), int(wanted_kv), what)
+    """The EnginePlan of one device of `total` bytes (see EnginePlan); engines holding ES's master (per_engine
+    es_master: the ES workers' engines, as the planner and methods/es/workers.py pass it) keep es_margin free."""
+    per_engine = dict(per_engine or {})
+    margin = es_margin(int(total)) if "es_master" in per_engine else 0
+    return EnginePlan(int(total), int(engines), float(cap), dict(floor or {}), per_engine,
+                      dict(per_gpu or {}), int(wanted_kv), what, margin)
 
 
 def plan_vllm(shape, dtype, total: int, *, engines: int = 1, cap: float = 0.85, max_model_len: int,
@@ -369,7 +392,8 @@ def grpo_vllm_plan(shape, dtype, total: int, engine: dict, *, sequences: int, st
     trainer = trainer_resident(shape, counts, param_bytes=b if lora_params else 4,
                                reference_bytes=4 if beta > 0 and not lora_params else 0, sequences=sequences,
                                tokens=tokens, completion_tokens=completion_tokens, activation_dtype_bytes=2,
-                               checkpointing=checkpointing, shards=max(1, fsdp_shards), lora_params=lora_params)
+                               checkpointing=checkpointing, shards=max(1, fsdp_shards), lora_params=lora_params,
+                               micro_batches=steps_per_generation)
     n = sequences * steps_per_generation
     return plan_vllm(shape, dtype, total, engines=1, cap=float(engine.get("gpu_memory_utilization", 0.85)),
                      max_model_len=int(engine.get("max_model_len") or tokens), max_num_seqs=n,

@@ -58,6 +58,29 @@ def trainer_states(shape, lora=None, reference: bool = False, reference_bytes: f
     return mem
 
 
+def trainer_on_gpus(parts_for, gpu_gb: float, headroom: float, what: str, max_gpus: int = 64
+                    ) -> tuple[dict[str, float], int, str | None]:
+    """(bytes per part on one GPU, GPUs, note): the smallest FSDP count n (up to `max_gpus`; 1 for a trainer
+    that is never sharded) whose `parts_for(n)` (None: n does not split the step) fit `headroom` x the GPU,
+    or n = 0 and a one-line note with the bytes needed and available when none does."""
+    first = None
+    for n in range(1, max_gpus + 1):
+        parts = parts_for(n)
+        if parts is None:
+            continue
+        first = first or parts
+        if sum(parts.values()) <= headroom * gpu_gb * GB:
+            return {k: float(v) for k, v in parts.items()}, n, None
+    need, have = int(sum(first.values())), int(headroom * gpu_gb * GB)
+    largest = max(first, key=first.get)
+    return ({k: float(v) for k, v in first.items()}, 0,
+            f"{what} does not fit: one GPU needs {need:,} bytes ({need / GB:.1f} GB, {largest} "
+            f"{first[largest] / GB:.1f} GB the largest part) but {headroom:.0%} of the GPU is {have:,} bytes"
+            + (f" and no FSDP count up to {max_gpus} fits" if max_gpus > 1 else "")
+            + "; lower the micro-batch (method.micro_batch_size, method.train_micro_batch), set "
+              "method.gradient_checkpointing=true where the method has it, or use a larger GPU")
+
+
 def evaluation_memory(shape, tokens: int, eval_batch: int, gpu_gb: float, headroom: float
                       ) -> tuple[dict[str, float], int, str | None]:
     """A method that declares no memory model (base, evaluation only): bf16 weights + the KV cache at the

@@ -19,20 +19,21 @@ the shipped ones:
                      and update temporaries, a reserve per process (the driver's HF copy stays on the
                      CPU), and what vLLM is given (gpu_memory_utilization x the GPU, computed from the rest: gpu_memory.py
                      es_vllm_plan); GPUs = engine.workers / engine.engines_per_gpu
-  grpo, engine=vllm  per GPU: the trainer (weights, gradients, AdamW in the trained dtype, a reference
-                     when beta > 0, activations of one micro-batch, estimated) + the colocated engine's
-                     share (gpu_memory.py grpo_vllm_plan, what methods/grpo.py requests); GPUs = the
-                     smallest FSDP count at which it fits
-  grpo (hf), ppo     16 bytes/param (an fp32 trained copy: weights 4, grads 4, AdamW m and v 8)
-                     + a bf16 reference model when beta > 0 + KV at prompts_per_step x num_generations;
-                     PPO adds a value model at 16 bytes/param and uses rollout_batch_size
+  grpo, engine=vllm  per GPU: the trainer (fp32 master and AdamW, an fp32 reference when beta > 0, and one
+                     micro-batch at its peak: autocast's bf16 weight copies, activations, logits and their
+                     gradient buffers, gradients: harness/core/train_memory.py, calibrated on CPU) + the
+                     colocated engine's share (gpu_memory.py grpo_vllm_plan, what methods/grpo.py requests);
+                     GPUs = the smallest FSDP count at which it fits
+  grpo (hf), ppo     the same trainer at its micro-batch + KV at prompts_per_step x num_generations (its share
+                     per rank); PPO: a reference in the model's dtype, every position's logits, a value model
+                     (fp32 master, 16 bytes/param, its own activations) and KV at rollout_batch_size
   method.peft=lora   bf16 frozen weights + 16 bytes per LoRA parameter (rank x (in + out) per target
                      matrix); the reference is the base with the adapter off (no second copy)
 KV cache = 2 (K, V) x layers x kv heads x head dim x dtype bytes x sequences x (prompt + completion).
-On engine=hf activations are not modelled: a run "fits" when its states take at most plan.headroom
-(0.9) of the GPU's memory, and GPUs needed = the smallest count whose FSDP shards (states and KV
-divided evenly) fit. On engine=vllm a run fits when gpu_memory.py's plan fits (GPUs "no" otherwise,
-with the reason).
+On engine=hf a run "fits" when its parts take at most plan.headroom (0.9) of the GPU's memory, and GPUs
+needed = the smallest FSDP count at which they fit (states divided, a micro-batch of the rank's share); a
+run that fits no count says why in one line with the bytes. On engine=vllm a run fits when gpu_memory.py's
+plan fits (GPUs "no" otherwise, with the reason).
 
 Stated assumptions: peak dense bf16 FLOP/s H100 SXM 989e12, H200 989e12, A100 312e12; MFU 0.10. Every
 method's FLOPs here are mostly generation, and decoding is memory-bound: HF generate ran at 1.0% MFU on an
@@ -160,7 +161,7 @@ def report(opts: dict, costs: list[RunCost]) -> str:
     peak, gb = GPUS[opts["gpu"]]
     rate = "measured tokens/s from " + str(opts["measured"]) if opts["measured"] else f"MFU {float(opts['mfu']):.2f}"
     lines = [f"plan on {opts['gpus']} x {opts['gpu'].upper()} ({gb:.0f} GB, peak bf16 {peak:.3g} FLOP/s, {rate}); "
-             f"prompt {opts['prompt_tokens']} tokens; memory = states + KV cache, fits at <= "
+             f"prompt {opts['prompt_tokens']} tokens; memory = states + a micro-batch + KV cache, fits at <= "
              f"{float(opts['headroom']):.0%} of a GPU",
              f"{'idx':>4}  {'model':24s} {'run':42s} {'FLOPs':>9} {'GPU-h':>8}  {'GB/run':>7} {'GPUs':>4}  memory"]
     for c in costs:
