@@ -23,10 +23,13 @@ rows' logsumexp gradients are alive beside the saved fp32 logits: `LOGIT_BYTES` 
 vocabulary entry (three fp32 buffers; at 64 x 256 x 151,936 each is 9.3 GiB).
 
 Calibration: harness/tools/bench_train_memory.py measured one micro-batch's resident high-water mark on CPU with
-the real vocabulary and Qwen2.5-0.5B's widths at 1-2 layers and 1,024-4,096 tokens; results/bench/
+the real vocabulary and Qwen2.5-0.5B's widths at 1-2 layers and 512-4,096 tokens; results/bench/
 train_memory.json holds every point and the least-squares slopes the constants below cite (tests/
-test_train_memory.py checks them against that file). On CPU autocast keeps the same casts as on a GPU for
-matmuls, but not for SDPA (it stays in the inputs' dtype there), so the attention terms are a GPU estimate.
+test_train_memory.py checks them against that file): per token and layer 66,393 B measured against 68,096
+(fp32 master; the CPU points have no padding, so 6q + 4kv in place of 10q) and 57,400 against 59,136 (bf16
+weights); autocast's copies 2.0 B per matmul parameter. The bf16-weight trainer's backward on CPU also holds
+about 2 x vocab x hidden bytes per sequence (its peak grows with the sequences, not the tokens), which the
+H200 measurement (tests/test_train_memory.py) does not show: only its per-token slopes are compared.
 
 The peak of a micro-batch is the larger of two moments: the start of the backward (everything the forward
 kept, the logits' gradient buffers, the head's gradient) and its end (every gradient, and with a tied
@@ -77,9 +80,12 @@ OLD_BF16 = Precision(2, 2)      # the trainer results/bench/gpu_check_quick_h200
 # logits, so the saved temperature-scaled logits, the gather's and the logsumexp's gradients are fp32 whatever
 # the weights' dtype: fit peak.per_logit of the mode "current" (11.60; "old" measures the same chain)
 LOGIT_BYTES = 11.6
-# PPO: every position's fp32 logits live through the backward and the step (TRL's PPOTrainer slices them
-# after the full-vocabulary head); bytes per token and vocabulary entry beyond GRPO's completion-only terms
-PPO_ALL_POSITION_LOGIT_BYTES = 4.0
+# PPO (TRL's PPOTrainer: no logits_to_keep, the slice divided in place, the optimizer step and a no-grad softmax
+# entropy while the logits live): per token and vocabulary entry of every position (fp32 logits, their gradient
+# and the slice's zero-padded gradient; fit peak.per_token of the mode "ppo", 1,826,387 B / 151,936 = 12.0), and
+# per completion token (the entropy's softmax and product: fit peak.per_logit, 7.96)
+PPO_ALL_POSITION_LOGIT_BYTES = 12.0
+PPO_LOGIT_BYTES = 8.0
 ADAMW_FOREACH_TEMPORARIES = 4   # bytes/param: torch.optim.AdamW(foreach=True)'s intermediate lists
 ADAMW_FUSED_TEMPORARIES = 0     # measured: fit "step_peak_per_param" (mode "current")
 
@@ -123,13 +129,12 @@ def activation_bytes(shape, sequences: int, tokens: int, precision: Precision, c
 
 def logit_bytes(shape, sequences: int, tokens: int, completion_tokens: int, precision: Precision,
                 all_positions: bool = False) -> int:
-    """The logits and their gradient buffers at the start of the backward (module docstring); PPO keeps
-    every position's fp32 logits too (`all_positions`)."""
+    """The logits and their gradient buffers at the start of the backward (module docstring); PPO's
+    (`all_positions`) are every position's, with its entropy's two copies per completion token."""
     V = _dims(shape)[5]
-    out = LOGIT_BYTES * V * completion_tokens
     if all_positions:
-        out += PPO_ALL_POSITION_LOGIT_BYTES * V * tokens
-    return int(sequences * out)
+        return int(sequences * V * (PPO_ALL_POSITION_LOGIT_BYTES * tokens + PPO_LOGIT_BYTES * completion_tokens))
+    return int(sequences * LOGIT_BYTES * V * completion_tokens)
 
 
 def micro_batch_parts(shape, params: int, *, precision: Precision, sequences: int, tokens: int,

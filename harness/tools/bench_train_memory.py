@@ -13,14 +13,16 @@ micro-batch, the no-grad entropy).
 
 Memory is the process's resident set (VmRSS) and its high-water mark (VmHWM, reset through /proc/self/clear_refs),
 each layer count in a fresh child with glibc's mmap threshold fixed at 64 KiB, so every tensor is its own
-mapping, counted when written and returned when freed. Each point's peak of forward + backward and of the
-optimizer step is fitted by least squares to the terms gpu_memory.py prices:
+mapping, counted when written and returned when freed. With every parameter trained the vocabulary-sized
+gradients decide a 1-2 layer body's peak ("full" points: the gradients, the AdamW states and step per
+parameter); with the embedding frozen ("body" points) the activations and logits do, and their peak (and
+what the forward keeps) is fitted by least squares to the terms harness/core/train_memory.py prices:
 
-    forward+backward peak = intercept + per_param x parameters + per_token x tokens
-                            + per_token_layer x tokens x layers + per_logit x completion tokens x vocab
-    step peak             = intercept + per_param x parameters
+    peak = intercept + per_layer x layers + per_token x tokens + per_token_layer x tokens x layers
+           + per_logit x completion tokens x vocabulary
 
-and written with every point, the machine and the command to --out (results/bench/train_memory.json).
+(per_layer / the layer's matmul parameters: autocast's weight copies). Every point, the fits, the machine and
+the command go to --out (results/bench/train_memory.json), rewritten after each mode.
 
     python -m harness.tools.bench_train_memory --out results/bench/train_memory.json
 """

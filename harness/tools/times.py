@@ -154,13 +154,12 @@ STATED = [
     Stated("docs/architecture.md", "1 s of the worker's CPU time", "limit"),
     Stated("docs/architecture.md", "took 104.9-117.0 s each before", "before"),
     Stated("docs/architecture.md", "judge busy 95 s", "before"),
-    Stated("docs/gpus.md", "per token and layer about dtype x (4h + 2kv + 4i) + 8h bytes", "estimate"),
     Stated("docs/gpus.md", "about 2.4 s at 25 GB/s", "estimate"),
     Stated("docs/gpus.md", "against about 2-3 s of generation per member", "estimate"),
     Stated("docs/gpus.md", "`--deadline` (420 s)", "limit"),
     Stated("docs/gpus.md", "about 40 s per engine build", "estimate"),
-    Stated("docs/gpus.md", "1286.0 h / 312.0 h", "price"),  # tests/test_plan.py reprices both rows
-    Stated("docs/gpus.md", "832.6 h / 139.1 h", "price"),
+    Stated("docs/gpus.md", "770.6 h / 212.1 h", "price"),  # tests/test_plan.py reprices both rows
+    Stated("docs/gpus.md", "786.9 h / 131.1 h", "price"),
     Stated("docs/gpus.md", "(289.8 h and 123.7 h)", "price"),
 ]
 
