@@ -145,8 +145,7 @@ def activation_bytes(shape, sequences: int, tokens: int, completion_tokens: int,
             + tm.logit_bytes(shape, sequences, tokens, completion_tokens, precision))
 
 
-# methods/grpo.py micro_batch_size=null: the most activations and logits (activation_bytes) one micro-batch keeps;
-# the plan then prices the micro-batch whole (trainer_resident) and refuses one that does not fit
+# micro_batch_size=null: the most activations and logits (activation_bytes) a micro-batch keeps; plans price it whole
 MICRO_BATCH_ACTIVATIONS = 8 * GiB
 
 
@@ -174,14 +173,13 @@ def trainer_resident(shape, counts: ModelCounts, *, param_bytes: int, reference_
     `all_positions`: PPO's logits of every position; `micro_batches` per optimizer step: above 1 the gradients
     accumulate through every micro-batch's forward)."""
     P = counts.params
-    if lora_params:  # a frozen base in its own dtype computes in it: no autocast copies, no base gradients
+    precision = tm.precision_of(param_bytes, activation_dtype_bytes)  # LoRA's frozen base: no autocast copies
+    if lora_params:
         out = {"weights": param_bytes * P, "lora_states": 16 * lora_params}
-        precision = tm.precision_of(param_bytes, activation_dtype_bytes)
     else:
         out = {"weights": param_bytes * P // shards, "adamw": 2 * param_bytes * P // shards}
         if reference_bytes:
             out["reference"] = reference_bytes * P // shards
-        precision = tm.precision_of(param_bytes, activation_dtype_bytes)
     out.update(tm.micro_batch_parts(shape, P, precision=precision, sequences=sequences, tokens=tokens,
                                     completion_tokens=completion_tokens, checkpointing=checkpointing,
                                     shards=shards, trained=not lora_params, all_positions=all_positions,
