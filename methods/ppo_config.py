@@ -103,12 +103,16 @@ def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: 
         return parts
     parts, gpus, note = memory_parts.trainer_on_gpus(parts_for, gpu_gb, headroom, "method=ppo", 1 if lora else 64)
     if gpus != 1 and not c.train_micro_batch and int(c.num_mini_batches) == 1:
-        # the whole minibatch in one forward is what the activations outgrow: name the micro-batch that fits one GPU
-        fits = [k for k in range(1, int(c.prompts_per_step)) if int(c.prompts_per_step) % k == 0
-                and sum(parts_for(1, k).values()) <= headroom * gpu_gb * memory_parts.GB]
-        if fits:
-            note = ((note + "; ") if note else "") + (f"method.train_micro_batch={max(fits)} (gradients accumulated, the same "
-                                                      "update) fits one GPU")
+        # the whole minibatch in one forward is what the activations outgrow: name the largest micro-batch that
+        # needs the fewest GPUs (gradients accumulated: the same update)
+        best = None
+        for k in (k for k in range(int(c.prompts_per_step) - 1, 0, -1) if int(c.prompts_per_step) % k == 0):
+            n = memory_parts.trainer_on_gpus(lambda n: parts_for(n, k), gpu_gb, headroom, "", 1 if lora else 64)[1]
+            if n and (best is None or n < best[1]):
+                best = (k, n)
+        if best and (not gpus or best[1] < gpus):
+            note = ((note + "; ") if note else "") + (f"method.train_micro_batch={best[0]} (gradients accumulated, the "
+                                                      f"same update) fits {best[1]} GPU" + ("s" if best[1] > 1 else ""))
     return parts, gpus, note
 
 
