@@ -62,9 +62,9 @@ class Claim:
 
 
 CLAIMS = [
-    Claim("README.md", "(17 min of runs on 2 CPU cores)", runs="quickstart"),
-    Claim("README.md", "its 11 runs took 17 min together", runs="quickstart"),
-    Claim("README.md", "CPU, 17 min of runs (qs-r13; 39 min for qs-r12", runs="quickstart"),
+    Claim("README.md", "(61 min of runs on 2 CPU cores shared", runs="quickstart"),
+    Claim("README.md", "its 11 runs took 61 min together", runs="quickstart"),
+    Claim("README.md", "CPU, 61 min of runs (qs-r14 in two lanes", runs="quickstart"),
     Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
     Claim("README.md", "evaluates the default zoo model alone (about 26 s)", cmd=(*H, "method=base")),
     Claim("README.md", "240 s end to end here", cmd=(*H, *REAL), slow=True),
@@ -158,7 +158,7 @@ STATED = [
     Stated("docs/gpus.md", "against about 2-3 s of generation per member", "estimate"),
     Stated("docs/gpus.md", "`--deadline` (420 s)", "limit"),
     Stated("docs/gpus.md", "about 40 s per engine build", "estimate"),
-    Stated("docs/gpus.md", "770.6 h / 212.1 h", "price"),  # tests/test_plan.py reprices both rows
+    Stated("docs/gpus.md", "963.6 h / 299.0 h", "price"),  # tests/test_plan.py reprices both rows
     Stated("docs/gpus.md", "786.9 h / 131.1 h", "price"),
     Stated("docs/gpus.md", "(289.8 h and 123.7 h)", "price"),
 ]
