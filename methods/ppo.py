@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import statistics
 from dataclasses import asdict
 from pathlib import Path
@@ -71,17 +72,19 @@ from harness.core.distributed import (DistributedError, check_fsdp, check_gpus_f
                                       rank, trained_model, world_size)
 from harness.core.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
+from harness.core.gpu_memory import dtype_bytes
 from harness.core.policy import Policy
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.rng import from_portable, portable, rng_state, set_rng_state
 from methods.base import ConfiguredMethod, check_resumable, fsync_file, latest_dir, save_dir_atomic
 from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
-from methods.ppo_config import PPO_FACTS, PPOMethodConfig, ppo_memory  # light: methods/ppo_config.py
+from methods.ppo_config import PPO_FACTS, PPOMethodConfig, ppo_memory, train_micro_batch  # light: ppo_config.py
 from methods.trl_ledger import BudgetSpent, LedgerCallback, report_to, tensorboard_dir
 from tasks.base import Task
 
 CKPT = "ppo_checkpoint"
+log = logging.getLogger(__name__)
 
 
 # ---- the reward model adapter ----
@@ -360,9 +363,14 @@ class PPO(ConfiguredMethod):
         peft_config = lora_config(c.lora, model) if c.peft else None
         lora_params = adapter_parameters(model, c.lora) if c.peft else 0
         self._check_fits(model.config, prompt_ids, ledger, lora_params)
+        response, longest = c.response_length or task.max_new_tokens, max(map(len, prompt_ids))
         if model.device.type == "cuda":
             self._check_gpus(model.config, torch.cuda.get_device_properties(model.device).total_memory,
-                             max(map(len, prompt_ids)) + (c.response_length or task.max_new_tokens))
+                             longest + response, longest, str(model.dtype).removeprefix("torch."))
+        # the planner's micro-batch (ppo_config.train_micro_batch), in the dtype the trainer computes in: fp32 on
+        # the CPU (no autocast), the model's own under autocast on a GPU; read before the upcast below
+        micro = train_micro_batch(c, model.config, world_size(), longest + response, response,
+                                  4 if model.device.type == "cpu" else dtype_bytes(model.dtype))
         reward_model = TaskRewardModel(task, tok, rows, prompt_ids)
         callback = LedgerCallback(ledger, _UpdateCost(reward_model, model.config, lora_params), trl_metrics,
                                   checkpoint_every=c.checkpoint_every, raise_when_spent=True)
@@ -384,8 +392,8 @@ class PPO(ConfiguredMethod):
             autocast_forward(model, model.device.type, model_dtype)
         with tensorboard_dir(run_dir):
             trainer = PPOTrainer(
-                args=self._trl_config(ledger, run_dir, c.response_length or task.max_new_tokens, done,
-                                      on_cpu=on_cpu, autocast=autocast),
+                args=self._trl_config(ledger, run_dir, response, done, on_cpu=on_cpu, autocast=autocast,
+                                      micro=micro),
                 processing_class=tok, model=model, ref_model=ref_model,
                 reward_model=reward_model, value_model=make_value_model(model), train_dataset=dataset,
                 data_collator=DataCollatorWithPadding(tok), callbacks=[callback], peft_config=peft_config)
@@ -420,13 +428,18 @@ class PPO(ConfiguredMethod):
                 "config": asdict(c)}
 
     def _trl_config(self, ledger: Ledger, run_dir: Path, response_length: int, done: int,
-                    on_cpu: bool = False, autocast: str | None = None) -> PPOConfig:
+                    on_cpu: bool = False, autocast: str | None = None, micro: int | None = None) -> PPOConfig:
+        """TRL's PPOConfig; `micro`: sequences per training forward/backward (train() passes ppo_config's
+        train_micro_batch; None: method.train_micro_batch or the whole minibatch)."""
         c = self.config
         local = c.prompts_per_step // world_size()  # TRL: local batch = per_device x gradient_accumulation_steps
-        micro = c.train_micro_batch or local
+        # several minibatches: TRL slices each whole out of the rank's batch, and accumulation would span them
+        micro = (micro or c.train_micro_batch or local) if c.num_mini_batches == 1 else local
         if local % micro:
             raise ValueError(f"method.train_micro_batch={micro} must divide the {local} prompts each of "
                              f"{world_size()} processes takes per update")
+        log.info("PPO: %d prompts per process per minibatch in micro-batches of %d (method.train_micro_batch=%s)",
+                 local // c.num_mini_batches, micro, c.train_micro_batch)
         return PPOConfig(
             output_dir=str(run_dir / "ppo"), learning_rate=c.learning_rate, kl_coef=c.kl_coef,
             num_ppo_epochs=c.num_ppo_epochs, num_mini_batches=c.num_mini_batches,
@@ -473,10 +486,13 @@ class PPO(ConfiguredMethod):
         set_rng_state(from_portable(saved["rng"]))
         print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
 
-    def _check_gpus(self, shape, gpu_bytes: int, tokens: int) -> None:
+    def _check_gpus(self, shape, gpu_bytes: int, tokens: int, prompt_tokens: int | None = None,
+                    dtype: str = "bfloat16") -> None:
         """Refuse in one line a launch smaller than the planner says this run needs (harness/core/distributed.py
-        check_gpus_fit: e.g. a 7B PPO in one process, as a Slurm job of the submitit launcher starts it)."""
-        parts, gpus, note = ppo_memory(self.config, shape, tokens, gpu_gb=gpu_bytes / 1e9, headroom=0.9)
+        check_gpus_fit: e.g. a 7B PPO in one process, as a Slurm job of the submitit launcher starts it); with the
+        longest prompt, priced at the micro-batch train() runs (the response's logits size it)."""
+        parts, gpus, note = ppo_memory(self.config, shape, tokens, gpu_gb=gpu_bytes / 1e9, headroom=0.9,
+                                       dtype=dtype, prompt_tokens=prompt_tokens)
         check_gpus_fit(f"method=ppo on {getattr(shape, 'name_or_path', '') or 'this model'}", parts, gpus, note,
                        gpu_bytes)
 

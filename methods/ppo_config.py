@@ -33,7 +33,8 @@ class PPOMethodConfig:
     train_micro_batch: int | None = field(default=None, metadata={
         "help": "memory only: sequences per training forward/backward, gradients accumulated over the minibatch "
                 "(one optimizer step per minibatch as before; its loss becomes the mean of the micro-batches' "
-                "masked means); null: the whole minibatch at once. Needs num_mini_batches=1"})
+                "masked means); null: as many as fit GRPO's 8 GiB activation allowance (train_micro_batch below), "
+                "the whole minibatch for the zoo's models. Needs num_mini_batches=1"})
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
     checkpoint_every: int = field(default=50, metadata={"help": "updates between checkpoints in "
                                                        "run_dir/ppo_checkpoint (resumed from automatically); 0 = none"})
@@ -70,14 +71,41 @@ class PPOMethodConfig:
 
 
 # ---- what PPO says about itself (PPO.facts), priced without torch ----
+def train_micro_batch(c, shape, world: int, tokens: int, completion_tokens: int, dtype_bytes: int) -> int:
+    """Sequences per training forward/backward on each of `world` ranks: what methods/ppo.py passes TRL as
+    per_device_train_batch_size and what the planner prices (ppo_memory), so both read one number.
+
+    method.train_micro_batch when set; null: GRPO's rule (gpu_memory.grpo_micro_batch) on PPO's micro-batch, the
+    largest divisor of the rank's minibatch whose activations and logits fit gpu_memory.MICRO_BATCH_ACTIVATIONS.
+    PPO's are the policy's layers, every position's logits (TRL's PPO computes them all, then slices) and the
+    value model's layers, which TRL's PolicyAndValueWrapper runs in the same forward and backward (the zoo's
+    models keep a whole 64-prompt minibatch well inside it). `dtype_bytes`: the compute dtype (4 on the CPU, the
+    model's under autocast on a GPU). With num_mini_batches > 1 the whole minibatch, as before: TRL accumulates
+    across minibatches (PPOMethodConfig), so no accumulation can split it.
+    """
+    local = max(1, int(c.prompts_per_step) // int(c.num_mini_batches) // max(1, int(world)))
+    if c.train_micro_batch:
+        return int(c.train_micro_batch)
+    if int(c.num_mini_batches) != 1:
+        return local
+    tm = memory_parts.gm.tm
+    policy = tm.precision_of(dtype_bytes if check_peft(c.peft, c.lora) else 4, dtype_bytes)  # LoRA: frozen base
+    value = tm.precision_of(4, dtype_bytes)  # the value model always trains whole, an fp32 master
+    one = (tm.activation_bytes(shape, 1, tokens, policy) + tm.activation_bytes(shape, 1, tokens, value)
+           + tm.logit_bytes(shape, 1, tokens, completion_tokens, policy, all_positions=True))
+    cap = max(1, memory_parts.gm.MICRO_BATCH_ACTIVATIONS // max(1, one))
+    return max(k for k in range(1, local + 1) if local % k == 0 and k <= cap)
+
+
 def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: str = "bfloat16",
                prompt_tokens: int | None = None, **_) -> tuple[dict[str, float], int, str | None]:
     """PPO's bytes per part on one GPU (PPO.facts.memory), on the smallest FSDP count that fits: the policy at
     its micro-batch's peak (gpu_memory.trainer_resident: fp32 master, AdamW, a reference in the model's dtype,
     autocast's weight copies, activations, every position's logits, gradients), the value model (fp32, 16
     bytes/param: no vocab head, a 1-output head) with its own activations and weight copies, and the KV cache at
-    rollout_batch_size sequences. A micro-batch is method.train_micro_batch sequences, or the rank's minibatch;
-    `prompt_tokens` None counts every token as a response token (the load-time check knows only the total).
+    rollout_batch_size sequences. A micro-batch is train_micro_batch's: method.train_micro_batch, or (null)
+    sized to GRPO's activation allowance on each FSDP count, as methods/ppo.py runs it; `prompt_tokens` None
+    counts every token as a response token (the load-time check knows only the total).
     `c`: PPOMethodConfig's settings as the planner reads them (harness/core/method_facts.py configure)."""
     gm, tm = memory_parts.gm, memory_parts.gm.tm
     lora = check_peft(c.peft, c.lora)
@@ -88,11 +116,11 @@ def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: 
     response = tokens - min(int(prompt_tokens), tokens - 1) if prompt_tokens is not None else tokens
     precision = tm.precision_of(4, b)  # the value model trains an fp32 master under autocast too
 
-    def parts_for(n: int, micro_batch: int | None = c.train_micro_batch) -> dict | None:
+    def parts_for(n: int, micro_batch: int | None = None) -> dict | None:
         local = int(c.prompts_per_step) // int(c.num_mini_batches)
         if local % n:
             return None  # methods/ppo.py refuses a minibatch that does not split over the ranks
-        micro = min(int(micro_batch or local // n), local // n)
+        micro = min(int(micro_batch or train_micro_batch(c, shape, n, tokens, response, b)), local // n)
         parts = gm.trainer_resident(shape, counts, param_bytes=b if lora else 4, reference_bytes=b, sequences=micro,
                                     tokens=tokens, completion_tokens=response, activation_dtype_bytes=b,
                                     shards=n, lora_params=lora_params, all_positions=True,
@@ -103,8 +131,8 @@ def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: 
         return parts
     parts, gpus, note = memory_parts.trainer_on_gpus(parts_for, gpu_gb, headroom, "method=ppo", 1 if lora else 64)
     if gpus != 1 and not c.train_micro_batch and int(c.num_mini_batches) == 1:
-        # the whole minibatch in one forward is what the activations outgrow: name the largest micro-batch that
-        # needs the fewest GPUs (gradients accumulated: the same update)
+        # the auto size fills an activation allowance, not the GPU, so another micro-batch may need fewer GPUs:
+        # name the largest that needs the fewest (gradients accumulated: the same update)
         best = None
         for k in (k for k in range(int(c.prompts_per_step) - 1, 0, -1) if int(c.prompts_per_step) % k == 0):
             n = memory_parts.trainer_on_gpus(lambda n: parts_for(n, k), gpu_gb, headroom, "", 1 if lora else 64)[1]

@@ -48,7 +48,7 @@ def test_memory_by_hand():
     value = 16 * (P - 12800 + 128)  # the value model: no vocab head, a 1-output head
     mem = method_memory(ppo, cfg, tokens=100, eval_batch=1, prompt_tokens=40)
     policy = tm.micro_batch_parts(cfg, P, precision=tm.FP32_MASTER, sequences=64, tokens=100, completion_tokens=60,
-                                  all_positions=True)  # the whole minibatch (train_micro_batch null), all positions
+                                  all_positions=True)  # train_micro_batch null: all 64 fit 8 GiB here, all positions
     value_acts = tm.activation_bytes(cfg, 64, 100, tm.FP32_MASTER)
     value_cache = 2 * (tm.matmul_params(cfg) - 12800)
     assert mem == {"weights": 4 * P, "adamw": 8 * P, "reference": 2 * P, **policy,
@@ -164,6 +164,21 @@ def test_es_on_vllm_planner_equals_what_the_worker_requests(size, monkeypatch):
         assert gpus2 == 0 and "does not fit one GPU: it needs" in note and "\n" not in note
         with pytest.raises(base.EngineError, match=r"needs [\d,]+ bytes .* the device has 80,000,000,000 .*pinned"):
             VLLMEngine._plan(policy, EngineConfig(**two), resident, shared)
+
+
+@pytest.mark.parametrize("model,gpus", [("Qwen/Qwen2.5-0.5B-Instruct", 1), ("Qwen/Qwen2.5-1.5B-Instruct", 1),
+                                        ("meta-llama/Llama-3.2-1B-Instruct", 1), ("Qwen/Qwen2.5-3B-Instruct", 4),
+                                        ("meta-llama/Llama-3.2-3B-Instruct", 4), ("Qwen/Qwen2.5-7B-Instruct", 8),
+                                        ("meta-llama/Llama-3.1-8B-Instruct", 8)])
+def test_ppo_gpus_at_its_automatic_micro_batch(model, gpus):
+    """docs/gpus.md: PPO (conf/method/ppo.yaml, train_micro_batch null) at 64 x (150 + 1,024) tokens on 80 GB
+    GPUs, its micro-batch sized as GRPO's (methods/ppo_config.py train_micro_batch: one sequence at a time here);
+    the whole minibatch in one forward needed 8 GPUs at 0.5B, 16 at 1-1.5B and 32 at 3-8B. No other
+    micro-batch needs fewer GPUs, so the plan names none."""
+    from harness.runner.pricing import memory_plan
+    ppo = OmegaConf.create({"_target_": "methods.ppo.PPO"})
+    _, n, note = memory_plan(ppo, load_shape(model), 150 + 1024, 64, dtype="bfloat16", gpu_gb=80.0, prompt_tokens=150)
+    assert (n, note) == (gpus, None)
 
 
 @pytest.mark.parametrize("size,gpus", [("1.5b", 1), ("7b", 4), ("8b", 4)])

@@ -228,10 +228,12 @@ def grpo_step(job: dict, prompts: list[str]) -> dict:
         prompt = max(len(policy.tokenizer(p).input_ids) for p in prompts[:job["grpo_prompts"]])
         micro, gas = grpo.micro_batches(method.config, shape, 1, prompt, job["new_tokens"], b)
         out.update(micro_batch=micro, micro_batches=gas, trained_dtype=summary.get("trained_dtype"))
-        # GRPO trains an fp32 copy (weights, gradients, AdamW at 4 B each) beside a reference in the model's dtype
-        parts = gm.trainer_resident(shape, counts, param_bytes=4, reference_bytes=b, sequences=micro,
-                                    tokens=prompt + job["new_tokens"], completion_tokens=job["new_tokens"],
-                                    activation_dtype_bytes=b)
+        # as the planner prices it (methods/grpo_config.py grpo_memory): GRPO trains an fp32 copy (weights,
+        # gradients, AdamW at 4 B each) beside an fp32 reference (beta > 0, methods/grpo.py), and with several
+        # micro-batches per step every gradient is alive through each forward
+        parts = gm.trainer_resident(shape, counts, param_bytes=4, reference_bytes=4 if settings["beta"] > 0 else 0,
+                                    sequences=micro, tokens=prompt + job["new_tokens"],
+                                    completion_tokens=job["new_tokens"], activation_dtype_bytes=b, micro_batches=gas)
         out["predicted_gib"] = {k: v / 2**30 for k, v in parts.items()}
         out["predicted_total_gib"] = sum(parts.values()) / 2**30
     return out
