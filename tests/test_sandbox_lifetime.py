@@ -187,7 +187,7 @@ def test_startup_sweep_removes_what_a_killed_watchdog_left(judge):
     assert stale["scratch"], "nothing stale to sweep: the test proves nothing"
     fresh = subprocess.run([sys.executable, "-c", f"import sys\nsys.path.insert(0, {str(ROOT)!r})"
                             "\nfrom tasks.judge.sandbox import run_python\n"
-                            "assert run_python('print(1)').ok"],
+                            "assert run_python('print(1)', timeout_s=60).ok"],  # wall clock: loaded hosts are slow
                            cwd=ROOT, capture_output=True, text=True, timeout=120, env=judge.env)
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     swept = next((line for line in fresh.stderr.splitlines() if "swept the sandboxes" in line), "")
