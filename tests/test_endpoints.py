@@ -104,3 +104,17 @@ def test_a_row_flagged_for_skipped_updates_is_still_its_arm():
                     "ES [1 of 3 seeds NO UPDATE; 2 of 3 seeds >50% skipped (62%, 80%)]"):
         assert column(flagged) == "ES"
     assert column("GRPO(8) (chosen on validation: beta=0.001)") == "GRPO(8)"
+
+
+def test_the_declared_one_sided_test_is_reported_beside_the_row_not_as_a_detection():
+    """The confirmation's shape: +1.5 points, two-sided seed-level p 0.079, declared greater at 0.05 one-sided:
+    the one-sided p is 0.0395, the declared criterion is met, and the words must not read as a detection."""
+    from harness.reporting.endpoints import direction_note
+    decl = declarations(cfg(primary=[{"a": "ES", "b": "GRPO", "metric": "greedy_acc", "direction": "greater",
+                                      "test": "seed_t"}]))
+    row = {"comparison": "ES vs GRPO", "metric": "greedy_acc", "difference": 1.5, "p_value": 0.0790,
+           "pairing": "by seed (Student-t)"}
+    note = direction_note(pd.DataFrame([row]), decl)[0]
+    assert "p = 0.0395, below 0.05: the declared criterion is met" in note and "confirmed" not in note
+    note = direction_note(pd.DataFrame([{**row, "difference": -1.5}]), decl)[0]
+    assert "p = 0.9605, not below 0.05: the declared criterion is not met" in note

@@ -155,7 +155,10 @@ def direction_note(df: pd.DataFrame, decl: Declarations) -> dict:
             if p.test == "seed_t" and str(r["pairing"]).startswith("by seed (") and r["p_value"] == r["p_value"]:
                 one = one_sided(float(r["p_value"]), agrees)
                 out[i] += (f"; the declared test (seed-level one-sided t at 0.05): p = {one:.4f}, "
-                           + ("below 0.05: confirmed" if one < 0.05 else "not below 0.05: not confirmed"))
+                           # met is not detected: a sentence claiming a difference needs this row detected
+                           + ("below 0.05: the declared criterion is met; the evidence rule reads the row's "
+                              "two-sided interval and BH p" if one < 0.05
+                              else "not below 0.05: the declared criterion is not met"))
     return out
 
 
