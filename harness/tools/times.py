@@ -68,7 +68,7 @@ CLAIMS = [
     Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
     Claim("README.md", "evaluates the default zoo model alone (about 26 s)", cmd=(*H, "method=base")),
     Claim("README.md", "240 s end to end here", cmd=(*H, *REAL), slow=True),
-    Claim("README.md", "the test suite (CPU, about 5 minutes on 2 idle cores)", cmd=(sys.executable, "-m", "pytest", "-q"),
+    Claim("README.md", "the test suite (CPU, about 8 minutes on 2 idle cores)", cmd=(sys.executable, "-m", "pytest", "-q"),
           slow=True, in_repo=True),
     Claim("README.md", "-m slow runs the end-to-end ones (about 15)",
           cmd=(sys.executable, "-m", "pytest", "-q", "-m", "slow"), slow=True, in_repo=True),
