@@ -94,7 +94,7 @@ def train_micro_batch(c, shape, world: int, tokens: int, completion_tokens: int,
     one = (tm.activation_bytes(shape, 1, tokens, policy) + tm.activation_bytes(shape, 1, tokens, value)
            + tm.logit_bytes(shape, 1, tokens, completion_tokens, policy, all_positions=True))
     cap = max(1, memory_parts.gm.MICRO_BATCH_ACTIVATIONS // max(1, one))
-    return max(k for k in range(1, local + 1) if local % k == 0 and k <= cap)
+    return memory_parts.gm.grpo_micro_batch(shape, local, tokens, completion_tokens, dtype_bytes, cap=cap)
 
 
 def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: str = "bfloat16",
