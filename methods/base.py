@@ -69,6 +69,8 @@ class Method(Protocol):
     @property
     def weights_in_driver(self) -> bool: ...  # facts.trains_in_driver for this method's config
 
+    def preflight(self, prompter: Policy, task: Task, dtype: str) -> None: ...  # before the weights load
+
     def train(self, policy: Policy, task: Task, ledger: Ledger, run_dir: Path) -> dict: ...
 
 
@@ -117,6 +119,11 @@ class ConfiguredMethod:
     def weights_in_driver(self) -> bool:
         """False when the method trains on engine workers and the driver's model is stale until the end."""
         return self.facts.in_driver(self.config)
+
+    def preflight(self, prompter: Policy, task: Task, dtype: str) -> None:
+        """Refuse, before the weights load, a run that cannot fit its GPU (harness/runner/run.py calls it on a
+        GPU, with the policy's tokenizer and prompt format but no model: harness/core/policy.py load_prompter,
+        and the model's dtype). Nothing to check by default."""
 
     def label(self) -> str:
         """The table label: the name and the label_keys' values, e.g. "es sigma=0.001 alpha=0.0005"."""

@@ -73,7 +73,8 @@ from harness.core.distributed import (DistributedError, check_fsdp, check_gpus_f
 from harness.core.flops import (completion_train_flops, forward_flops, generation_flops, head_params,
                            lora_completion_train_flops, padded_pairs, scoring_flops, train_flops)
 from harness.core.gpu_memory import dtype_bytes
-from harness.core.policy import Policy
+from harness.core.model_shapes import load_shape
+from harness.core.policy import Policy, resolve_model_path
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import UserError
 from harness.core.rng import from_portable, portable, rng_state, set_rng_state
@@ -364,7 +365,7 @@ class PPO(ConfiguredMethod):
         lora_params = adapter_parameters(model, c.lora) if c.peft else 0
         self._check_fits(model.config, prompt_ids, ledger, lora_params)
         response, longest = c.response_length or task.max_new_tokens, max(map(len, prompt_ids))
-        if model.device.type == "cuda":
+        if model.device.type == "cuda":  # run_one checked it before the load (preflight); kept for direct callers
             self._check_gpus(model.config, torch.cuda.get_device_properties(model.device).total_memory,
                              longest + response, longest, str(model.dtype).removeprefix("torch."))
         # the planner's micro-batch (ppo_config.train_micro_batch), in the dtype the trainer computes in: fp32 on
@@ -485,6 +486,18 @@ class PPO(ConfiguredMethod):
         ledger.load_state_dict(state["ledger"])
         set_rng_state(from_portable(saved["rng"]))
         print(f"ppo: resumed from {path} at update {state['updates']}", flush=True)
+
+    def preflight(self, prompter: Policy, task: Task, dtype: str) -> None:
+        """train()'s launch-size check, before the weights load: the model's shape from its config alone
+        (harness/core/model_shapes.py load_shape), the longest training prompt as train() tokenises it."""
+        if prompter.device != "cuda":
+            return
+        prompts = [prompter.format(r) for r in task.load("train")["prompt"]]
+        longest = max(map(len, prompter.tokenizer(prompts, add_special_tokens=False)["input_ids"]))
+        response = self.config.response_length or task.max_new_tokens
+        gpu_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        self._check_gpus(load_shape(resolve_model_path(prompter.name)), gpu_bytes,
+                         longest + response, longest, dtype)
 
     def _check_gpus(self, shape, gpu_bytes: int, tokens: int, prompt_tokens: int | None = None,
                     dtype: str = "bfloat16") -> None:

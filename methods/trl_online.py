@@ -66,7 +66,8 @@ from harness.core.distributed import (DistributedError, barrier, check_fsdp, che
 from harness.core.flops import (completion_train_flops, generation_flops, lora_completion_train_flops, padded_pairs,
                                 scoring_flops)
 from harness.core.gpu_memory import dtype_bytes
-from harness.core.policy import Policy
+from harness.core.model_shapes import load_shape
+from harness.core.policy import Policy, resolve_model_path
 from methods.base import ConfiguredMethod
 from methods.grpo_config import ONLINE_FACTS, micro_batches
 from methods.lora import adapter_forward_flops, adapter_parameters, lora_config, trained_parameters
@@ -405,6 +406,7 @@ class TRLOnlineMethod(ConfiguredMethod):
                                 "one generated batch per optimizer step (TRL's default: leave steps_per_generation "
                                 "unset)")
         if model.device.type == "cuda" and not self._on_vllm:  # engine=vllm: memory_plan refused it already
+            # run_one checked this before the load (preflight); kept for a caller that trains a policy directly
             self._check_gpus(model.config, str(model.dtype).removeprefix("torch."),
                              torch.cuda.get_device_properties(model.device).total_memory, longest,
                              cfg.max_completion_length or task.max_new_tokens)
@@ -466,6 +468,17 @@ class TRLOnlineMethod(ConfiguredMethod):
                 "samples": ledger.samples, "wall_s": ledger.wall_s, "parameters": parameters, "peft": cfg.peft,
                 "world_size": world_size(), "trained_dtype": trained_dtype,
                 "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
+
+    def preflight(self, prompter: Policy, task: Task, dtype: str) -> None:
+        """train()'s launch-size check, before the weights load: the model's shape from its config alone
+        (harness/core/model_shapes.py load_shape), the longest training prompt as TRL will tokenise it."""
+        if prompter.device != "cuda" or self._on_vllm:
+            return
+        prompts = trl_text_prompts(prompter.tokenizer, [prompter.format(p) for p in task.load("train")["prompt"]])
+        longest = max(len(ids) for ids in prompter.tokenizer(text=prompts)["input_ids"])
+        gpu_bytes = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        self._check_gpus(load_shape(resolve_model_path(prompter.name)), dtype, gpu_bytes,
+                         longest, self.config.max_completion_length or task.max_new_tokens)
 
     def _check_gpus(self, shape, dtype: str, gpu_bytes: int, longest_prompt: int, completion: int) -> None:
         """Refuse in one line a launch smaller than the planner says this run needs (harness/core/distributed.py

@@ -38,7 +38,7 @@ class Policy:
     """A causal LM, its tokenizer and how prompts are shown to it.
 
     Args:
-        model: the causal LM (trained in place by the methods).
+        model: the causal LM (trained in place by the methods); None from load_prompter (no weights yet).
         tokenizer: its tokenizer; padding side is forced to "left" for batched generation.
         name: the model's name or path, for records.
         chat_template: wrap each prompt as a user turn with the tokenizer's chat template
@@ -138,16 +138,48 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
             torch sees no GPU: cuda_missing).
         place: where the model's weights go when not on `device` ("cpu": an engine holds them; driver_place).
     """
-    device = resolve_device(device)
-    path = resolve_model_path(name_or_path)
     if dtype not in DTYPES:
         raise ModelLoadError(f"model.dtype={dtype!r} is unknown; use one of {sorted(DTYPES)}")
+    policy = load_prompter(name_or_path, chat_template, system_prompt, device)
+    model = _loading(name_or_path, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype]))
+    model.to(place or policy.device).eval()
+    # Generation settings are the harness's alone, on every engine: the vLLM engine ignores a checkpoint's
+    # generation_config.json (generation_config="vllm", harness/engines/vllm.py), and HF generate would apply
+    # it (Qwen2.5-Instruct ships repetition_penalty 1.05, which changes greedy outputs); keep only the special
+    # tokens, as transformers does for a model without one (GenerationConfig.from_model_config)
+    model.generation_config = GenerationConfig.from_model_config(model.config)
+    log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype,
+             place or policy.device)
+    policy.model = model
+    return policy
+
+
+def load_prompter(name_or_path: str, chat_template: bool | str = False, system_prompt: str | None = None,
+                  device: str = "auto") -> Policy:
+    """The policy without its weights (model None): its tokenizer and prompt format, as load_policy sets them.
+    What a method's memory check needs before the weights load (the prompts' token counts): a run that cannot
+    fit is refused in seconds, not after a multi-GB load (harness/runner/run.py, Method.preflight)."""
+    device = resolve_device(device)
     if chat_template not in (True, False, "auto"):
         raise ModelLoadError(f"model.chat_template={chat_template!r} is unknown; use true, false or auto")
+    tokenizer = _loading(name_or_path, _load_tokenizer)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if chat_template == "auto":
+        chat_template = tokenizer.chat_template is not None
+    if chat_template and tokenizer.chat_template is None:
+        raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
+    return Policy(None, tokenizer, name_or_path, chat_template, system_prompt, bos_prefix(tokenizer), device)
+
+
+def _loading(name_or_path: str, load):
+    """load(resolved path), with a load failure as one line naming the fix (a hub id not cached offline, a
+    wrong name, a folder without its files)."""
+    path = resolve_model_path(name_or_path)
     offline = path == name_or_path and not Path(path).exists() and offline_unless_reachable(name_or_path)
     try:
-        tokenizer = _load_tokenizer(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+        return load(path)
     except OSError as e:
         if offline:
             raise ModelLoadError(not_cached_message(name_or_path)) from None
@@ -156,21 +188,6 @@ def load_policy(name_or_path: str, dtype: str = "float32", chat_template: bool |
             "for a hub id check the name and that the hub is reachable (or pre-download it and pass "
             "its local path), for a directory check it holds config.json, weights and tokenizer files"
         ) from None
-    model.to(place or device).eval()
-    # Generation settings are the harness's alone, on every engine: the vLLM engine ignores a checkpoint's
-    # generation_config.json (generation_config="vllm", harness/engines/vllm.py), and HF generate would apply
-    # it (Qwen2.5-Instruct ships repetition_penalty 1.05, which changes greedy outputs); keep only the special
-    # tokens, as transformers does for a model without one (GenerationConfig.from_model_config)
-    model.generation_config = GenerationConfig.from_model_config(model.config)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if chat_template == "auto":
-        chat_template = tokenizer.chat_template is not None
-    if chat_template and tokenizer.chat_template is None:
-        raise ModelLoadError(f"model.chat_template=true but {name_or_path!r} has no chat template; set it false")
-    log.info("loaded %s (%s params, %s, %s)", name_or_path, f"{model.num_parameters():,}", dtype, place or device)
-    return Policy(model, tokenizer, name_or_path, chat_template, system_prompt, bos_prefix(tokenizer), device)
 
 
 def bos_prefix(tokenizer: PreTrainedTokenizerBase) -> str:

@@ -25,7 +25,8 @@ from harness.analysis.update import base_hash, save_update, wants_update
 from harness.core.distributed import check_launch, is_main_process, local_device, refuse_single_process
 from harness.engines import evaluation_engine
 from harness.evaluation.evaluate import EvalConfig, evaluate
-from harness.core.policy import driver_place, load_policy
+from harness.core.model_shapes import load_shape
+from harness.core.policy import driver_place, load_policy, load_prompter, resolve_device, resolve_model_path
 from harness.core.quiet import drop_banners, quiet_known_warnings
 from harness.core import records
 from harness.core.errors import Terminated  # noqa: F401 - re-exported: callers import it from here
@@ -187,6 +188,7 @@ def _run(cfg: DictConfig, run_dir: Path, method, record: Record) -> Record:
         record.task_info = task.run_info() if hasattr(task, "run_info") else {}
         if method.trains:
             warn_unreachable_budget(cfg, task)
+        preflight(cfg, method, task)
         policy = policy_from(cfg, method)  # on the CPU when engines hold the weights (driver_place)
         keep_update = method.trains and (wants_update(analysis.store_update, cfg.model.name_or_path)
                                          or bool(cfg.get("save_model"))) and is_main_process()  # the export reads it
@@ -332,6 +334,19 @@ def instantiate_task(conf: DictConfig):
         if cause is None:
             raise
         raise cause from None
+
+
+def preflight(cfg: DictConfig, method, task) -> None:
+    """On a GPU, let a training method refuse a launch too small for it before the weights load (a 7B model in
+    one process fails in seconds, not after a multi-GB load): its check reads the model's config and the
+    tokenizer's prompt lengths only (Method.preflight)."""
+    if not (method.trains and resolve_device(cfg.device) == "cuda"):
+        return
+    dtype = cfg.model.dtype
+    if dtype == "auto":  # the checkpoint's own dtype, as from_pretrained(dtype="auto") reads it
+        dtype = str(getattr(load_shape(resolve_model_path(cfg.model.name_or_path)), "dtype", None) or "float32")
+    method.preflight(load_prompter(cfg.model.name_or_path, cfg.model.chat_template, cfg.model.system_prompt,
+                                   cfg.device), task, dtype.removeprefix("torch."))
 
 
 def policy_from(cfg: DictConfig, method=None):
