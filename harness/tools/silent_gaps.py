@@ -2,22 +2,26 @@
 
     python -m harness.tools.silent_gaps --log /tmp/qs.log -- python -m harness lanes=1
     python -m harness.tools.silent_gaps --read /tmp/qs.log          # the report of a log written before
+    python -m harness.tools.silent_gaps --read /tmp/qs.log --json results/bench/x.json   # also as JSON
 
 "No silent minute" is a property of what a user sees, so this reads what the terminal would show:
 stdout and stderr merged, and a carriage return (a progress bar redrawing itself) counts as a line,
 since the user sees it change. The log has one line per event, `<seconds since start>\t<text>`, so
 a gap can be found again later and quoted with the lines on either side. The report gives the wall
 time, the line count, the 1-minute load average before the start (silences stretch under load) and
-the `--top` longest gaps, each with the line before and after it.
+the `--top` longest gaps, each with the line before and after it, and the commit it ran at.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from harness.core.records import git_sha  # the checkout the command runs from (its cwd's harness)
 
 
 def record(cmd: list[str], log: Path) -> int:
@@ -27,7 +31,7 @@ def record(cmd: list[str], log: Path) -> int:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, bufsize=0)
     buf = b""
     with open(log, "w", encoding="utf-8") as out:
-        out.write(f"# cmd\t{' '.join(cmd)}\n# load1\t{os.getloadavg()[0]:.2f}\n")
+        out.write(f"# cmd\t{' '.join(cmd)}\n# load1\t{os.getloadavg()[0]:.2f}\n# git\t{git_sha()}\n")
         while chunk := proc.stdout.read(65536):  # unbuffered: whatever one read() syscall returns
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
@@ -43,8 +47,8 @@ def record(cmd: list[str], log: Path) -> int:
     return rc
 
 
-def report(log: Path, top: int = 5) -> str:
-    """The wall time, line count and longest gaps of a log `record` wrote."""
+def summary(log: Path, top: int = 5) -> dict:
+    """The wall time, line count, load before the start and the `top` longest gaps of a log `record` wrote."""
     events, meta = [], {}
     for raw in log.read_text(encoding="utf-8").splitlines():
         head, _, text = raw.partition("\t")
@@ -56,11 +60,20 @@ def report(log: Path, top: int = 5) -> str:
     if not events:
         raise SystemExit(f"{log}: no timestamped lines (was it written by `silent_gaps --log`?)")
     gaps = sorted(((b[0] - a[0], a, b) for a, b in zip([(0.0, "(start)"), *events], events)), reverse=True)
-    lines = [f"{log}: {meta.get('cmd', '?')}",
-             f"wall {events[-1][0]:.0f} s, {len(events)} lines, load1 before start {meta.get('load1', '?')}",
-             f"longest silent gaps (s):"]
-    for gap, (ta, a), (tb, b) in gaps[:top]:
-        lines.append(f"  {gap:7.1f}  from {ta:7.1f} s {a[:90]!r}\n{'':11}to   {tb:7.1f} s {b[:90]!r}")
+    return {"cmd": meta.get("cmd", "?"), "git_sha": meta.get("git", "?"), "load1_before": float(meta.get("load1", "nan")),
+            "wall_s": events[-1][0], "lines": len(events),
+            "gaps": [{"s": round(g, 2), "from_s": ta, "after": a, "to_s": tb, "before": b}
+                     for g, (ta, a), (tb, b) in gaps[:top]]}
+
+
+def report(log: Path, top: int = 5) -> str:
+    """summary() as text: one line a gap, with the lines on either side."""
+    s = summary(log, top)
+    lines = [f"{log}: {s['cmd']}", f"wall {s['wall_s']:.0f} s, {s['lines']} lines, load1 before start "
+                                   f"{s['load1_before']:.2f}", "longest silent gaps (s):"]
+    for g in s["gaps"]:
+        lines.append(f"  {g['s']:7.1f}  from {g['from_s']:7.1f} s {g['after'][:90]!r}\n"
+                     f"{'':11}to   {g['to_s']:7.1f} s {g['before'][:90]!r}")
     return "\n".join(lines)
 
 
@@ -72,14 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, help="where to write the timestamped log (with a command after --)")
     ap.add_argument("--read", type=Path, help="report on a log written before, running nothing")
     ap.add_argument("--top", type=int, default=5, help="how many of the longest gaps to list (default 5)")
+    ap.add_argument("--json", type=Path, help="also write the summary here as JSON, with this checkout's commit")
     args = ap.parse_args(own)
-    if args.read:
-        print(report(args.read, args.top))
-        return 0
-    if not cmd or not args.log:
+    if not args.read and (not cmd or not args.log):
         ap.error("give --log FILE and the command after `--` (or --read FILE)")
-    rc = record(cmd, args.log)
-    print(report(args.log, args.top))
+    rc = 0 if args.read else record(cmd, args.log)
+    log = args.read or args.log
+    print(report(log, args.top))
+    if args.json:
+        from harness.core.atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(summary(log, args.top), indent=1) + "\n")
     return rc
 
 
