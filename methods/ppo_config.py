@@ -31,9 +31,10 @@ class PPOMethodConfig:
     rollout_batch_size: int = field(default=64, metadata={"help": "sequences per no-grad generate/forward call "
                                                           "in the rollout (memory only, not the math)"})
     train_micro_batch: int | None = field(default=None, metadata={
-        "help": "memory only: sequences per training forward/backward, gradients accumulated over the minibatch "
-                "(one optimizer step per minibatch as before; its loss becomes the mean of the micro-batches' "
-                "masked means); null: as many as fit GRPO's 8 GiB activation allowance (train_micro_batch below), "
+        "help": "sequences per training forward/backward, gradients accumulated over the minibatch (one "
+                "optimizer step per minibatch as before); not memory only: the loss becomes the mean of the "
+                "micro-batches' masked means, which equals the minibatch's masked mean only when every micro-batch "
+                "has as many response tokens, so the update is close to, not exactly, the whole minibatch's; null: as many as fit GRPO's 8 GiB activation allowance (train_micro_batch below), "
                 "the whole minibatch for the zoo's models. Needs num_mini_batches=1"})
     seed: int = field(default=0, metadata={"help": "seeds value-head init, prompt order and sampling"})
     checkpoint_every: int = field(default=50, metadata={"help": "updates between checkpoints in "
@@ -132,15 +133,15 @@ def ppo_memory(c, shape, tokens: int, *, gpu_gb: float, headroom: float, dtype: 
     parts, gpus, note = memory_parts.trainer_on_gpus(parts_for, gpu_gb, headroom, "method=ppo", 1 if lora else 64)
     if gpus != 1 and not c.train_micro_batch and int(c.num_mini_batches) == 1:
         # the auto size fills an activation allowance, not the GPU, so another micro-batch may need fewer GPUs:
-        # name the largest that needs the fewest (gradients accumulated: the same update)
+        # name the largest that needs the fewest (gradients accumulated: about the same update, see the field's help)
         best = None
         for k in (k for k in range(int(c.prompts_per_step) - 1, 0, -1) if int(c.prompts_per_step) % k == 0):
             n = memory_parts.trainer_on_gpus(lambda n: parts_for(n, k), gpu_gb, headroom, "", 1 if lora else 64)[1]
             if n and (best is None or n < best[1]):
                 best = (k, n)
         if best and (not gpus or best[1] < gpus):
-            note = ((note + "; ") if note else "") + (f"method.train_micro_batch={best[0]} (gradients accumulated, the "
-                                                      f"same update) fits {best[1]} GPU" + ("s" if best[1] > 1 else ""))
+            note = ((note + "; ") if note else "") + (f"method.train_micro_batch={best[0]} (gradients accumulated, about "
+                                                      f"the same update) fits {best[1]} GPU" + ("s" if best[1] > 1 else ""))
     return parts, gpus, note
 
 
