@@ -1,7 +1,7 @@
 """Run a command, stamp every line it prints with the time it arrived, and report its longest silences.
 
     python -m harness.tools.silent_gaps --log /tmp/qs.log -- python -m harness lanes=1
-    python -m harness.tools.silent_gaps --read /tmp/qs.log          # the report of a log written before
+    python -m harness.tools.silent_gaps --read /tmp/qs.log          # the report of a log written before (or .log.gz)
     python -m harness.tools.silent_gaps --read /tmp/qs.log --json results/bench/x.json   # also as JSON
 
 "No silent minute" is a property of what a user sees, so this reads what the terminal would show:
@@ -14,6 +14,7 @@ the `--top` longest gaps, each with the line before and after it, and the commit
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -50,7 +51,8 @@ def record(cmd: list[str], log: Path) -> int:
 def summary(log: Path, top: int = 5) -> dict:
     """The wall time, line count, load before the start and the `top` longest gaps of a log `record` wrote."""
     events, meta = [], {}
-    for raw in log.read_text(encoding="utf-8").splitlines():
+    text = gzip.decompress(log.read_bytes()).decode() if log.suffix == ".gz" else log.read_text(encoding="utf-8")
+    for raw in text.splitlines():
         head, _, text = raw.partition("\t")
         if head == "#" or raw.startswith("# "):
             key, _, val = raw[2:].partition("\t")

@@ -36,7 +36,9 @@ from harness.tools.bench_cli import run_timed
 
 ROOT = Path(__file__).resolve().parents[2]
 H = [sys.executable, "-m", "harness"]
-H200 = "results/bench/gpu_check_quick_h200.json"  # python -m harness.tools.gpu_check --quick, one H200
+H200 = "results/bench/gpu_check_quick_h200.json"
+# python -m harness.tools.silent_gaps --log L --json results/bench/quickstart_idle_lanes{N}.json -- python -m harness lanes=N
+QS_IDLE = "results/bench/quickstart_idle_lanes{}.json:wall_s"  # python -m harness.tools.gpu_check --quick, one H200
 
 
 def trained(checkpoint: str) -> str:
@@ -62,9 +64,11 @@ class Claim:
 
 
 CLAIMS = [
-    Claim("README.md", "(61 min of runs on 2 CPU cores shared", runs="quickstart"),
-    Claim("README.md", "its 11 runs took 61 min together", runs="quickstart"),
-    Claim("README.md", "CPU, 61 min of runs (qs-r14 in two lanes", runs="quickstart"),
+    Claim("README.md", "(748 s on 2 idle cores, two runs", json_key=QS_IDLE.format(2)),
+    Claim("README.md", "the command 748 s of wall time", json_key=QS_IDLE.format(2)),
+    Claim("README.md", "(`lanes=1`), on the same commit and cores, it took 1475 s", json_key=QS_IDLE.format(1)),
+    Claim("README.md", "its 11 runs took 20 min together", runs="quickstart"),
+    Claim("README.md", "CPU, 20 min of runs (two lanes on 2 idle", runs="quickstart"),
     Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
     Claim("README.md", "evaluates the default zoo model alone (about 26 s)", cmd=(*H, "method=base")),
     Claim("README.md", "240 s end to end here", cmd=(*H, *REAL), slow=True),
