@@ -94,9 +94,10 @@ def test_the_analysis_reads_the_family_an_analysed_run_carries():
 
 
 def test_a_plugin_s_own_role_is_listed_in_no_claim_and_a_shipped_one_is_not():
-    assert {"es", "grpo", "ppo"} <= claimed_roles() and "rloo" not in ROLES
+    assert {"es", "grpo", "ppo"} <= claimed_roles() and "reinforce_pp" not in ROLES and "rloo" in ROLES
     spec = {"cells": [{"label": "ES", "role": "es"}, {"label": "base", "role": "base"}],
-            "grids": [{"name": "RLOO(8)", "role": "rloo"}, {"name": "RLOO(16)", "role": "rloo"}]}
+            "grids": [{"name": "RLOO", "role": "rloo"},  # shipped (ROLES), though no claim reads it: not listed
+                      {"name": "R++(8)", "role": "reinforce_pp"}, {"name": "R++(16)", "role": "reinforce_pp"}]}
     assert unclaimed(spec) == ("roles in no claim (accepted; conf/claims.yaml reads none of them): "
-                               "rloo (RLOO(8), RLOO(16))")
+                               "reinforce_pp (R++(8), R++(16))")
     assert unclaimed({"cells": spec["cells"]}) == ""
