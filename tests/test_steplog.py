@@ -173,3 +173,21 @@ def test_one_batch_shows_its_decode_steps_and_leaves_the_output_unchanged(tiny_p
     err = capsys.readouterr().err
     assert "test: greedy" in err and "step" in err and "/4" in err.splitlines()[-1]
     assert shown.texts == quiet.texts and shown.completion_tokens == quiet.completion_tokens
+
+
+def test_a_long_prefill_is_not_silent(tiny_policy, capsys, monkeypatch):
+    """The first tick of a batch comes after its prefill (173 s for SmolLM2's 500 prompts on one thread): the
+    bar redraws after every decoder layer's forward meanwhile, at most once per its print interval (0 here)."""
+    import harness.core.progress as progress
+    from harness.core.policy import generate
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)
+    policy = tiny_policy()
+    quiet = generate(policy, ["1+1=", "2+2="], max_new_tokens=3, batch_size=8)
+    capsys.readouterr()
+    shown = generate(policy, ["1+1=", "2+2="], max_new_tokens=3, batch_size=8, progress="test: greedy")
+    lines = capsys.readouterr().err.splitlines()
+    before_first_step = [line for line in lines if " 0/3 " in line]
+    layers = len(policy.model.get_decoder().layers)
+    assert len(before_first_step) >= layers + 1, lines  # the bar's opening line and one per layer of the prefill
+    assert shown.texts == quiet.texts
+    assert not any(m._forward_hooks for m in policy.model.get_decoder().layers)  # hooks removed after
