@@ -68,6 +68,9 @@ CLAIMS = [
     Claim("README.md", "the command 748 s of wall time", json_key=QS_IDLE.format(2)),
     Claim("README.md", "(`lanes=1`), on the same commit and cores, it took 1475 s", json_key=QS_IDLE.format(1)),
     Claim("README.md", "its 11 runs took 20 min together", runs="quickstart"),
+    # python -m harness.tools.silent_gaps --read results/bench/logs/real_model_{before,after}.log.gz --json ...
+    Claim("README.md", "log: 33 s", json_key="results/bench/silent_gaps_real_model_after.json:gaps[0].s"),
+    Claim("README.md", "was 237 s", json_key="results/bench/silent_gaps_real_model_before.json:gaps[0].s"),
     Claim("README.md", "CPU, 20 min of runs (two lanes on 2 idle", runs="quickstart"),
     Claim("README.md", "39 min for qs-r12 beside four other jobs", runs="quickstart_avx2"),
     Claim("README.md", "evaluates the default zoo model alone (about 26 s)", cmd=(*H, "method=base")),
