@@ -261,3 +261,16 @@ def test_drift_and_localisation_name_every_run():
     fig = localisation_figure(runs)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [r["name"] for r in runs]
     plt.close(fig)
+
+
+def test_many_runs_draw_one_seed_per_setting_and_few_draw_all():
+    """rl_family_cpu's 95 runs drew 95 bars per group: past MAX_DRAWN each setting keeps its lowest seed."""
+    from harness.analysis.figures import MAX_DRAWN, one_seed_each
+    runs = [{"model": "zoo-1m", "label": f"GRPO lr={lr}", "seed": s, "name": f"GRPO lr={lr} · seed {s}"}
+            for lr in ("1e-05", "3e-05", "0.0001") for s in (24, 20, 22, 21, 23, 25, 26, 27, 28)]
+    runs.append({"model": "zoo-1m", "label": "base", "seed": None, "name": "base"})
+    assert len(runs) > MAX_DRAWN
+    drawn = one_seed_each(runs)
+    assert [r["name"] for r in drawn] == ["GRPO lr=1e-05 · seed 20", "GRPO lr=3e-05 · seed 20",
+                                          "GRPO lr=0.0001 · seed 20", "base"]
+    assert one_seed_each(runs[:MAX_DRAWN]) == runs[:MAX_DRAWN]

@@ -1,6 +1,7 @@
 """The analysis figures: drift.png, localisation.png, sparsity.png, entropy.png.
 
 Every line or bar is named by model, run (method and settings), seed and FLOPs spent, in one colour
+per run (past MAX_DRAWN runs, only each setting's lowest seed is drawn; analysis.md lists every run), one colour
 per run across the four figures; where analysis.md compares a figure with the random-walk null
 (harness/analysis/null.py) the figure draws that null too. Each figure has a builder the layout tests
 render and is written atomically (harness/core/atomic.py); the shared look is harness/reporting/style.py.
@@ -16,14 +17,31 @@ from harness.reporting.stats import wilson
 from harness.reporting.style import BASE, NULL, colors, legend_below, log_limits, looks, new_figure, note_entry, styled
 
 NULL_LABEL = "random-walk null (ES), bar: its tolerance"
+MAX_DRAWN = 24  # past this many runs a bar per run is unreadable (rl_family_cpu: 95 runs, 19 settings x 5 seeds)
 
 
 def write_figures(runs: list[dict], out: Path) -> None:
     if not runs:
         return
+    drawn = one_seed_each(runs)
     for name, build in (("drift.png", drift_figure), ("localisation.png", localisation_figure),
                         ("sparsity.png", sparsity_figure), ("entropy.png", entropy_figure)):
-        save_figure_atomic(build(runs), out / name)
+        save_figure_atomic(build(drawn), out / name)
+
+
+def one_seed_each(runs: list[dict], most: int = MAX_DRAWN) -> list[dict]:
+    """Every run when there are at most `most`; else each setting's (model, label) lowest seed, in order.
+    The figures then show one run per setting, and every run stays in analysis.md; the drawn run's name
+    still carries its seed, so a figure never passes one seed off as the setting's mean."""
+    if len(runs) <= most:
+        return runs
+    first: dict[tuple, dict] = {}
+    for r in runs:
+        key = (r["model"], r["label"])
+        if key not in first or (r["seed"] is not None and (first[key]["seed"] is None or r["seed"] < first[key]["seed"])):
+            first[key] = r
+    keep = {id(r) for r in first.values()}
+    return [r for r in runs if id(r) in keep]
 
 
 def _groups(runs) -> tuple[list[str], list[str]]:

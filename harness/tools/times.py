@@ -95,6 +95,8 @@ CLAIMS = [
     Claim("README.md", "| CPU, 765 min of runs (two lanes", runs="placebo_real_confirm"),
     Claim("README.md", "| CPU, 27 min of runs (partly beside", runs="zoo_sigma_probe_cpu"),
     Claim("docs/results/zoo_sigma_probe_cpu.md", "Its 9 runs took 27 min together", runs="zoo_sigma_probe_cpu"),
+    Claim("README.md", "| CPU, 210 min of runs (two lanes", runs="rl_family_cpu"),
+    Claim("docs/results/rl_family_cpu.md", "Its 96 runs took 210 min together", runs="rl_family_cpu"),
     Claim("README.md", "| CPU, 85 s |", cmd=(*H, "experiment=smoke")),
     Claim("docs/architecture.md", "0.1 s on 2 cores at load 1, 0.4-0.6 s on busy ones", cmd=(*H, "metod=es")),
     Claim("docs/architecture.md", "are reported before torch loads (0.4 s", cmd=(*H, "method=es", "method.sigma=-1")),
