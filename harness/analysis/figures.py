@@ -1,8 +1,8 @@
 """The analysis figures: drift.png, localisation.png, sparsity.png, entropy.png.
 
 Every line or bar is named by model, run (method and settings), seed and FLOPs spent, in one colour
-per run (past MAX_DRAWN runs, only each setting's lowest seed is drawn; analysis.md lists every run), one colour
-per run across the four figures; where analysis.md compares a figure with the random-walk null
+per run across the four figures (past MAX_DRAWN runs, only each setting's lowest seed is drawn; analysis.md
+lists every run); where analysis.md compares a figure with the random-walk null
 (harness/analysis/null.py) the figure draws that null too. Each figure has a builder the layout tests
 render and is written atomically (harness/core/atomic.py); the shared look is harness/reporting/style.py.
 """
