@@ -35,12 +35,14 @@ def one_seed_each(runs: list[dict], most: int = MAX_DRAWN) -> list[dict]:
     still carries its seed, so a figure never passes one seed off as the setting's mean."""
     if len(runs) <= most:
         return runs
-    first: dict[tuple, dict] = {}
+    def seed(r) -> float:  # an unseeded run (the base) yields to a seeded one of the same setting
+        return math.inf if r["seed"] is None else r["seed"]
+    lowest: dict[tuple, dict] = {}
     for r in runs:
         key = (r["model"], r["label"])
-        if key not in first or (r["seed"] is not None and (first[key]["seed"] is None or r["seed"] < first[key]["seed"])):
-            first[key] = r
-    keep = {id(r) for r in first.values()}
+        if key not in lowest or seed(r) < seed(lowest[key]):
+            lowest[key] = r
+    keep = {id(r) for r in lowest.values()}
     return [r for r in runs if id(r) in keep]
 
 

@@ -267,7 +267,7 @@ def generate(policy: Policy, prompts: list[str], *, n: int = 1, greedy: bool = T
         kwargs = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         if steps is not None:
             kwargs["stopping_criteria"] = StoppingCriteriaList([_StepTicker(steps)])
-        with _heartbeat(model, bar or steps):
+        with _heartbeat(model, bar if bar is not None else steps):  # a bar's truth is its count, not its presence
             seqs = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
                                   eos_token_id=tok.eos_token_id, **kwargs)
         new = seqs[:, enc["input_ids"].shape[1]:]
